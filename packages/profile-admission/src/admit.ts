@@ -5,6 +5,7 @@ import { blockHashFunction, type inventoryGroup } from '@kvreuse/inventory';
 import { InvalidAdmissionInputError } from './errors.js';
 import type { profileGroup } from './settings.js';
 import {
+  checkComposition,
   checkedProfile,
   declaredRoles,
   howToSet,
@@ -277,16 +278,6 @@ export function checkCapabilities(capabilities: NativeCapabilities, argument: st
       argument,
       capabilities,
       'must be the native capabilities (Transport.capabilities() of @kvreuse/native-bindings)',
-    );
-  }
-}
-
-export function checkComposition(composition: SettingsComposition, argument: string): void {
-  if (!isObject(composition) || typeof composition.describe !== 'function') {
-    throw new InvalidAdmissionInputError(
-      argument,
-      composition,
-      'must be the settings composition (defineSettings of @kvreuse/config)',
     );
   }
 }

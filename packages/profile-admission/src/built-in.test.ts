@@ -76,4 +76,15 @@ describe('built-in profiles', () => {
       }),
     );
   });
+
+  it('refuses options without the settings composition with a typed error naming it', () => {
+    for (const [options, argument] of [
+      [undefined, 'options'],
+      [{}, 'options.settings'],
+    ] as const) {
+      expect(() => builtInProfile('qwen3-0.6b-bf16-b64', options as never)).toThrow(
+        expect.objectContaining({ code: 'INVALID_ADMISSION_INPUT', argument }),
+      );
+    }
+  });
 });

@@ -1,5 +1,5 @@
 import { UnknownProfileError } from './errors.js';
-import type { Profile, ProfileSettingsOptions, SettingsComposition } from './profile.js';
+import { checkProfileOptions, type Profile, type ProfileSettingsOptions, type SettingsComposition } from './profile.js';
 import { loadProfileFile } from './profile-file.js';
 
 /** The public profiles shipped in the package's `profiles/` folder, each in `<name>.json`. */
@@ -22,6 +22,7 @@ const loaded = new WeakMap<SettingsComposition, Map<string, Profile>>();
 export function builtInProfile(name: BuiltInProfileName, options: ProfileSettingsOptions): Profile {
   if (!(builtInProfileNames as readonly unknown[]).includes(name))
     throw new UnknownProfileError(name, builtInProfileNames);
+  checkProfileOptions(options);
   let ofComposition = loaded.get(options.settings);
   if (ofComposition === undefined) {
     ofComposition = new Map();

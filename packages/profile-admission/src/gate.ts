@@ -1,14 +1,7 @@
 import type { ReadinessGate } from '@kvreuse/discovery';
-import {
-  admit,
-  type AdmissionSettings,
-  checkCapabilities,
-  checkComposition,
-  checkSettings,
-  type NativeCapabilities,
-} from './admit.js';
+import { admit, type AdmissionSettings, checkCapabilities, checkSettings, type NativeCapabilities } from './admit.js';
 import { InvalidAdmissionInputError } from './errors.js';
-import { checkedProfile, type Profile, type SettingsComposition } from './profile.js';
+import { checkComposition, checkedProfile, type Profile, type SettingsComposition } from './profile.js';
 
 /** The process-wide facts a gate admits each worker with. */
 export interface AdmissionGateContext {

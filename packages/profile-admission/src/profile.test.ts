@@ -2,7 +2,14 @@ import { geometryDigest, referenceGeometries } from '@kvreuse/descriptors';
 import { composed } from '../test/support.js';
 import { describe, expect, it } from 'vitest';
 import { InvalidProfileError } from './errors.js';
-import { checkedProfile, parseProfile, pinnedSettings, type ProfileInput, safeParseProfile } from './profile.js';
+import {
+  checkedProfile,
+  parseProfile,
+  pinnedSettings,
+  profileSchemaOf,
+  type ProfileInput,
+  safeParseProfile,
+} from './profile.js';
 
 const geometry = referenceGeometries['qwen3-0.6b'];
 
@@ -160,6 +167,22 @@ describe('parseProfile', () => {
   it('refuses what is not an object', () => {
     expect(issuesOf(null)).toEqual(['(root): Invalid input: expected object, received null']);
     expect(issuesOf('qwen')).toEqual(['(root): Invalid input: expected object, received string']);
+  });
+
+  it('refuses options without the settings composition with a typed error naming it, safeParseProfile too', () => {
+    for (const [options, argument] of [
+      [undefined, 'options'],
+      [{}, 'options.settings'],
+      [{ settings: { describe: 'no' } }, 'options.settings'],
+    ] as const) {
+      for (const parse of [parseProfile, safeParseProfile])
+        expect(() => parse(valid(), options as never)).toThrow(
+          expect.objectContaining({ code: 'INVALID_ADMISSION_INPUT', argument }),
+        );
+    }
+    expect(() => profileSchemaOf(undefined as never)).toThrow(
+      expect.objectContaining({ code: 'INVALID_ADMISSION_INPUT', argument: 'settings' }),
+    );
   });
 
   it('re-checks a profile it did not produce', () => {

@@ -11,7 +11,7 @@ import {
   transportBackends,
 } from '@kvreuse/descriptors';
 import { z } from 'zod';
-import { InvalidProfileError, type ProfileIssue } from './errors.js';
+import { InvalidAdmissionInputError, InvalidProfileError, type ProfileIssue } from './errors.js';
 
 /** The profile schema versions this package reads. */
 export const profileSchemaVersions = [1] as const;
@@ -49,6 +49,24 @@ export interface ProfileSettingsOptions {
 export interface ParseProfileOptions extends ProfileSettingsOptions {
   /** The file or name the profile came from, for the error. */
   readonly source?: string;
+}
+
+/** Refuses what is not a settings composition with `InvalidAdmissionInputError`, naming the argument. */
+export function checkComposition(composition: SettingsComposition, argument: string): void {
+  if (typeof composition !== 'object' || composition === null || typeof composition.describe !== 'function') {
+    throw new InvalidAdmissionInputError(
+      argument,
+      composition,
+      'must be the settings composition (defineSettings of @kvreuse/config)',
+    );
+  }
+}
+
+/** Refuses options without the composition a profile is checked against, naming what is missing. */
+export function checkProfileOptions(options: ProfileSettingsOptions): void {
+  if (typeof options !== 'object' || options === null)
+    throw new InvalidAdmissionInputError('options', options, 'must be { settings }: the settings composition');
+  checkComposition(options.settings, 'options.settings');
 }
 
 type SettingsByPath = ReadonlyMap<string, SettingDescription>;
@@ -123,6 +141,7 @@ const schemasByComposition = new WeakMap<SettingsComposition, z.ZodType<Profile,
  * with its rules; the settings it pins or forbids are those of `settings`.
  */
 export function profileSchemaOf(settings: SettingsComposition): z.ZodType<Profile, ProfileInput> {
+  checkComposition(settings, 'settings');
   let schema = schemasByComposition.get(settings);
   if (schema === undefined) {
     const byPath = settingsByPath(settings);
@@ -322,9 +341,11 @@ export type SafeParseProfileResult =
 /**
  * Checks a profile against the schema and its rules (the digest is its geometry's, each role's split
  * divides the geometry, every pinned setting exists and has a valid value, nothing is both required and
- * forbidden). The profile returned is frozen; the error lists the path of every problem.
+ * forbidden). The profile returned is frozen; the error lists the path of every problem. Options without
+ * the composition are a programmer error, thrown (`InvalidAdmissionInputError`).
  */
 export function safeParseProfile(input: unknown, options: ParseProfileOptions): SafeParseProfileResult {
+  checkProfileOptions(options);
   const result = profileSchemaOf(options.settings).safeParse(input, { reportInput: true });
   if (result.success) {
     parsedProfiles.add(deepFreeze(result.data));
