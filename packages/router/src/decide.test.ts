@@ -537,6 +537,34 @@ describe('decide: a restarted source', () => {
     expect(route(s).source).toMatchObject({ incarnation: 'inc-2', epoch: 2, blocks: { start: 0, count: 5 } });
   });
 
+  it('is not chosen once its replacement claims the epoch fence, before the replacement is ready', () => {
+    const s = scenario();
+    s.addSource(workerOf('decode-1', { incarnation: 'inc-1' }), 1, { blocks: 8 });
+    expect(route(s).source).toMatchObject({ incarnation: 'inc-1' });
+    // What watchWorkerReadiness reports as the new incarnation claims the fence: inc-1 is superseded.
+    s.sources.observe({
+      ready: false,
+      workerId: 'decode-1',
+      incarnation: 'inc-2',
+      reasons: [
+        {
+          kind: 'superseded',
+          message:
+            'incarnation inc-1 (epoch 1) is superseded by incarnation inc-2 (epoch 2), which has published no part yet',
+          stale: { incarnation: 'inc-1', epoch: 1 },
+        },
+      ],
+    });
+    expect(s.sources.get('decode-1')).toBeUndefined();
+    expect(route(s)).toMatchObject({ action: 'recompute', rejected: [{ worker: 'decode-1', reason: 'not-ready' }] });
+
+    // Once inc-2 is ready, a late report that inc-1 is not ready leaves inc-2 ready.
+    const after = workerOf('decode-1', { incarnation: 'inc-2' });
+    s.sources.observe(readyOf(after, 2));
+    s.sources.observe({ ready: false, workerId: 'decode-1', incarnation: 'inc-1', reasons: [] });
+    expect(s.sources.get('decode-1')).toMatchObject({ incarnation: 'inc-2', epoch: 2 });
+  });
+
   it('warms again when the new incarnation becomes ready, until it says its inventory is complete', () => {
     const s = scenario();
     s.addSource(workerOf('decode-1', { incarnation: 'inc-1' }), 1, { blocks: 8 });

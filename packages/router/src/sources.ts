@@ -47,6 +47,8 @@ interface Entry {
   source: MutableSource | undefined;
   /** The largest epoch seen: an older incarnation never comes back. */
   epoch: number;
+  /** The incarnations seen ready: a not-ready report naming another one is about a newer one. */
+  readyIncarnations: Set<string>;
   /** Compatibility verdicts of the ready incarnation, by destination incarnation. */
   compatibility: Map<string, string | undefined>;
   /** The destination descriptor last asked about, and its verdict: most decisions ask about the same one. */
@@ -99,6 +101,7 @@ export class SourceBook {
     const entry: Entry = this.entries.get(readiness.workerId) ?? {
       source: undefined,
       epoch: 0,
+      readyIncarnations: new Set(),
       compatibility: new Map(),
       lastDestination: undefined,
       lastVerdict: undefined,
@@ -107,7 +110,14 @@ export class SourceBook {
     if (!readiness.ready) {
       // Not ready says nothing of its epoch: the ready incarnation stops serving, the fence stays.
       // A worker that comes back ready has (re)joined: it warms again until it announces its inventory.
-      if (readiness.incarnation === undefined || readiness.incarnation === entry.source?.incarnation) {
+      // A report naming an incarnation never seen ready is about the one that superseded the ready one
+      // (it claimed the fence and is still coming up); one naming an older incarnation changes nothing.
+      const incarnation = readiness.incarnation;
+      if (
+        incarnation === undefined ||
+        incarnation === entry.source?.incarnation ||
+        !entry.readyIncarnations.has(incarnation)
+      ) {
         entry.source = undefined;
         this.completed.delete(readiness.workerId);
       }
@@ -124,6 +134,7 @@ export class SourceBook {
     }
     forgetVerdicts(entry);
     entry.epoch = readiness.epoch;
+    entry.readyIncarnations.add(readiness.incarnation);
     entry.source = {
       workerId: readiness.workerId,
       incarnation: readiness.incarnation,
