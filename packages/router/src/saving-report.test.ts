@@ -68,4 +68,22 @@ describe('SavingReport', () => {
     ).toThrow(ReceiptError);
     expect(report.rows()).toEqual([]);
   });
+
+  it('refuses a measured prefill time per token that calibration would refuse, adding no row', () => {
+    const report = new SavingReport(s.settings.router);
+    for (const prefillTokenUs of [Number.NaN, -50, 0, Number.POSITIVE_INFINITY, '50']) {
+      const receipt = {
+        linkClass: 'network',
+        tier: 'host',
+        blocks: 8,
+        bytes: 1,
+        transferMs: 3,
+        prefillTokenUs,
+      } as const;
+      expect(() => report.add(pullDecision, receipt as never), String(prefillTokenUs)).toThrow(
+        expect.objectContaining({ code: 'INVALID_RECEIPT', field: 'prefillTokenUs' }),
+      );
+    }
+    expect(report.rows()).toEqual([]);
+  });
 });

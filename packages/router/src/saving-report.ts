@@ -45,7 +45,11 @@ export class SavingReport {
     }
     if (!(Number.isFinite(receipt.transferMs) && receipt.transferMs >= 0))
       throw new ReceiptError('transferMs', receipt.transferMs, 'a finite number ≥ 0');
-    const tokenUs = receipt.prefillTokenUs ?? this.router.transferSourcePrefillTokenUs;
+    const { prefillTokenUs } = receipt;
+    if (prefillTokenUs !== undefined && !(Number.isFinite(prefillTokenUs) && prefillTokenUs > 0)) {
+      throw new ReceiptError('prefillTokenUs', prefillTokenUs, 'a finite number > 0, or absent');
+    }
+    const tokenUs = prefillTokenUs ?? this.router.transferSourcePrefillTokenUs;
     const row: SavingRow = {
       source: source.workerId,
       extent: decision.extent,
