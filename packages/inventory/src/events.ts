@@ -68,11 +68,13 @@ export function checkBlocks(path: string, blocks: unknown): BigUint64Array | rea
   if (blocks instanceof BigUint64Array) return blocks;
   if (!Array.isArray(blocks))
     throw new InventoryEventError(path, blocks, 'blocks are a BigUint64Array or an array of bigint');
-  blocks.forEach((hash: unknown, i) => {
+  // Indexed, not forEach: a hole in a sparse array is refused too.
+  for (let i = 0; i < blocks.length; i++) {
+    const hash: unknown = blocks[i];
     if (typeof hash !== 'bigint' || hash < 0n || hash > maxHash) {
       throw new InventoryEventError(`${path}.${i}`, hash, 'a block hash is a bigint from 0 to 2^64 − 1');
     }
-  });
+  }
   return blocks as readonly bigint[];
 }
 

@@ -674,6 +674,10 @@ describe('RetainedInventory', () => {
         events: [{ type: 'removed', tier: 'gpu', blocks: [1] }],
       }),
     ).toThrow(expect.objectContaining({ path: 'events.0.blocks.0' }));
+    // A hole in a sparse array is no hash either (forEach would skip it).
+    expect(() => new RetainedInventory().longestRetainedPrefix(new Array<bigint>(3))).toThrow(
+      expect.objectContaining({ code: 'INVENTORY_INVALID_EVENT', path: 'chain.0', value: undefined }),
+    );
     expect(
       bad({
         workerId: 'w',
