@@ -125,6 +125,11 @@ describe('SourceBook', () => {
     expect(() => book.observe(null as never)).toThrow(RouterOptionError);
     expect(() => book.observe(readyOf(workerOf('decode-1'), 1), null as never)).toThrow(/options/);
     expect(() => book.setHealth('decode-1', { healthy: 'yes' } as never)).toThrow(/health/);
+    // Unhealthy says why: the reason is what every rejection of the source shows.
+    expect(() => book.setHealth('decode-1', { healthy: false } as never)).toThrow(
+      expect.objectContaining({ code: 'INVALID_ROUTER_OPTION', option: 'health' }),
+    );
+    expect(() => book.setHealth('decode-1', { healthy: false, reason: '' })).toThrow(/health/);
     expect(book.setHealth('nobody', { healthy: true })).toBe(false);
   });
 

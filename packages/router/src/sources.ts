@@ -163,8 +163,17 @@ export class SourceBook {
 
   /** The peer health of a worker's ready incarnation (healthy until said otherwise). Returns false if none is ready. */
   setHealth(workerId: string, health: SourceHealth): boolean {
-    if (health === null || typeof health !== 'object' || typeof health.healthy !== 'boolean') {
-      throw new RouterOptionError('health', health, '{ healthy: true } or { healthy: false, reason }');
+    if (
+      health === null ||
+      typeof health !== 'object' ||
+      typeof health.healthy !== 'boolean' ||
+      (!health.healthy && (typeof health.reason !== 'string' || health.reason === ''))
+    ) {
+      throw new RouterOptionError(
+        'health',
+        health,
+        '{ healthy: true } or { healthy: false, reason } with a reason in words',
+      );
     }
     const source = this.entries.get(workerId)?.source;
     if (source === undefined) return false;
