@@ -2,7 +2,7 @@ import { TestEngine, type TestEngineOptions } from '@kvreuse-internal/test-engin
 import { blockHashSalt, hashBlockChain, RetainedInventory } from '@kvreuse/inventory';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { Subscriber } from 'zeromq';
+import { Router, Subscriber } from 'zeromq';
 import { EngineInventoryFeed } from './engine-inventory-feed.js';
 import {
   EngineEventSubscriber,
@@ -184,6 +184,24 @@ describe('EngineEventSubscriber against the test engine', () => {
       batches: 1,
     });
     expect(prefix(conversation(0, 1))?.blocks).toBe(1);
+  });
+});
+
+describe('EngineEventSubscriber closed while it repairs a gap', () => {
+  it('applies nothing more and counts no replay failure: the replay did not fail, it was let go', async () => {
+    // A replay socket that takes requests and never answers.
+    const silent = new Router({ linger: 0 });
+    await silent.bind('tcp://127.0.0.1:*');
+    opened.push(silent);
+    const { engine, subscriber, seen, prefix } = await follow({}, { replayEndpoint: silent.lastEndpoint! });
+    engine.dropNext();
+    await engine.store(conversation(0, 1));
+    await engine.store(conversation(300, 1));
+    await silent.receive();
+    await subscriber.close();
+    expect(seen).toEqual([{ kind: 'gap', from: 0n, to: 1n }]);
+    expect(prefix(conversation(300, 1))).toBeUndefined();
+    expect(subscriber.metrics()).toMatchObject({ gaps: 1, replays: 1, replayFailures: 0, batches: 0 });
   });
 });
 

@@ -156,6 +156,8 @@ export class EngineEventSubscriber {
       this.#emit({ kind: 'restart', seq });
     }
     if (seq > this.#expected) await this.#repair(seq);
+    // Closed while the replay ran: nothing more reaches the feed.
+    if (this.#closed) return;
     this.#apply(seq, payload, false);
   }
 
@@ -172,6 +174,7 @@ export class EngineEventSubscriber {
       const replies = this.#replay.replay(from);
       let result = await replies.next();
       for (; result.done !== true; result = await replies.next()) {
+        if (this.#closed) return;
         const reply = result.value;
         if (reply.kind === 'malformed') this.#malformed('payload', null, `replay: ${reply.reason}`);
         else if (reply.seq >= this.#expected && reply.seq < seq) {
@@ -179,6 +182,8 @@ export class EngineEventSubscriber {
           batches += 1;
         }
       }
+      // A replay the close let go of did not fail.
+      if (this.#closed) return;
       if (result.value === false) counters.replayFailures += 1;
     }
     const unrepaired = Number(seq - from) - batches;
