@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { rankPartsOf } from '@kvreuse-internal/test-support';
 import { localBackends, type StoreUnderTest } from '../test/helpers/stores.js';
-import { DiscoveryLeaseError, RankPartPublicationError, SupersededError } from './errors.js';
+import { DiscoveryLeaseError, DiscoveryUnavailableError, RankPartPublicationError, SupersededError } from './errors.js';
 import { claimIncarnationEpoch } from './incarnation-epoch.js';
 import { startRankPublication } from './publication.js';
 import { publishRankParts } from './publish.js';
@@ -152,6 +152,31 @@ describe.each(localBackends)('rank publication on $name discovery', (backend) =>
       'inc-b/pp0-tp0',
       'inc-b/pp0-tp1',
     ]);
+  });
+
+  it('an onTrouble callback that throws does not end the renewals, and withdraw() still withdraws', async () => {
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
+    const warnings = vi.spyOn(process, 'emitWarning').mockImplementation(() => {});
+    try {
+      const keepAlive = vi
+        .spyOn(under.store, 'keepAlive')
+        .mockRejectedValueOnce(new DiscoveryUnavailableError(under.store.backend, 'keepAlive', undefined));
+      const publication = await startRankPublication(under.store, parts, {
+        leaseTtlMs: 3_000,
+        renewEveryMs: 1_000,
+        onTrouble: () => {
+          throw new Error('the log sink is gone');
+        },
+      });
+      await vi.advanceTimersByTimeAsync(1_000); // the renewal fails and onTrouble throws
+      await vi.advanceTimersByTimeAsync(1_000); // the next renewal still runs
+      expect(keepAlive).toHaveBeenCalledTimes(2);
+      expect(warnings).toHaveBeenCalledWith(expect.stringContaining('onTrouble callback threw: the log sink is gone'));
+      await publication.withdraw();
+      expect((await under.store.list(workerPartsPrefix(workerId))).entries).toEqual([]);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('refuses to start for an incarnation that a newer one superseded, leaving nothing behind', async () => {

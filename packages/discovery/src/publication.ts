@@ -15,7 +15,8 @@ export interface RankPublicationOptions {
   /**
    * Told about renewal trouble: a failed renewal (retried at the next tick), or a lease found gone
    * (expired while the process stalled, or revoked), after which the parts are published again
-   * under a new lease — unless the incarnation was superseded meanwhile.
+   * under a new lease — unless the incarnation was superseded meanwhile. A callback that throws is
+   * reported as a process warning; the renewals go on.
    */
   readonly onTrouble?: (error: Error) => void;
   /**
@@ -131,12 +132,22 @@ export async function startRankPublication(
   let stopped = false;
   let superseded: SupersededError | undefined;
   let renewing: Promise<void> = Promise.resolve();
+  // A callback that throws must not end the renewals (nor the withdrawal, which waits for them).
+  const tell = <E extends Error>(callback: 'onTrouble' | 'onSuperseded', error: E): void => {
+    try {
+      (options[callback] as ((error: E) => void) | undefined)?.(error);
+    } catch (thrown) {
+      process.emitWarning(
+        `discovery: a rank publication's ${callback} callback threw: ${thrown instanceof Error ? thrown.message : String(thrown)}`,
+      );
+    }
+  };
   const stopSuperseded = async (error: SupersededError): Promise<void> => {
     stopped = true;
     superseded = error;
     clearInterval(timer);
     await store.revokeLease(lease.id).catch(() => undefined);
-    options.onSuperseded?.(error);
+    tell('onSuperseded', error);
   };
   const renew = async (): Promise<void> => {
     try {
@@ -146,14 +157,14 @@ export async function startRankPublication(
         await store.keepAlive(lease.id);
       } catch (error) {
         if (!(error instanceof DiscoveryLeaseError)) throw error;
-        options.onTrouble?.(error);
+        tell('onTrouble', error);
         await assertNewestEpoch(store, claimed, 'republishing after the lease was lost', keyOptions);
         lease = await publishUnderNewLease();
       }
     } catch (error) {
       if (stopped) return;
       if (error instanceof SupersededError) await stopSuperseded(error);
-      else options.onTrouble?.(error as Error);
+      else tell('onTrouble', error as Error);
     }
   };
   const timer = setInterval(() => {
