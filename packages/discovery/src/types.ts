@@ -128,6 +128,7 @@ export interface DiscoveryStore {
   /**
    * Forgets the change history before `revision` (≤ the current revision): a watcher that later
    * asks for an older revision gets a `resync`. etcd compacts its own log; the others trim theirs.
+   * Compacting to a revision at or below an earlier compaction does nothing.
    */
   compact(revision: number): Promise<void>;
   /** Resolves once the watch is established. */

@@ -298,6 +298,17 @@ describe.each(backends)('$name discovery store', (backend) => {
     await expect(s.compact(latest + 1_000_000)).rejects.toBeInstanceOf(DiscoveryArgumentError);
   });
 
+  test('compacting to a revision already compacted does nothing', async () => {
+    const s = open();
+    const p = fresh();
+    const first = await s.put(`${p}a`, '1');
+    const latest = await s.put(`${p}a`, '2');
+    await s.compact(latest);
+    await expect(s.compact(latest)).resolves.toBeUndefined();
+    await expect(s.compact(first)).resolves.toBeUndefined();
+    expect(entryText((await s.get(`${p}a`))!)).toBe('2');
+  });
+
   test('a conditional commit applies only when every compared key is at its expected revision', async () => {
     const s = open();
     const p = fresh();
