@@ -1,4 +1,4 @@
-import { describe, expect, test } from 'vitest';
+import { describe, expect, test, vi } from 'vitest';
 import { ManualClock } from '@kvreuse-internal/test-support';
 import { changeLog, recordWatch } from '../test/watch-recorder.js';
 import { DiscoveryLeaseError } from './errors.js';
@@ -31,5 +31,23 @@ describe('memory discovery leases', () => {
     await store.put('/leased', 'v', { lease: lease.id });
     await recorder.until('the delete on expiry', (notices) => changeLog(notices).includes('delete /leased'));
     await store.close();
+  });
+  test('a lease longer than a timer can wait (2^31 ms, about 24.8 days) arms no timer that fires at once', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      const clock = new ManualClock();
+      const reads = vi.fn(clock.now);
+      const store = new MemoryDiscoveryStore({ now: reads });
+      const lease = await store.grantLease(30 * 24 * 3_600_000);
+      reads.mockClear();
+      // Node fires a longer timeout after 1 ms: the store swept and re-armed every millisecond.
+      vi.advanceTimersByTime(1_000);
+      expect(reads).not.toHaveBeenCalled();
+      clock.advance(30 * 24 * 3_600_000);
+      await expect(store.keepAlive(lease.id)).rejects.toBeInstanceOf(DiscoveryLeaseError);
+      await store.close();
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

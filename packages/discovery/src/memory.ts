@@ -42,6 +42,9 @@ export interface MemoryDiscoveryOptions {
   readonly now?: () => number;
 }
 
+/** The longest delay `setTimeout` waits (a longer one fires after 1 ms); a farther deadline is re-armed on the way. */
+const maxTimerDelayMs = 2 ** 31 - 1;
+
 interface MemoryLease {
   readonly ttlMs: number;
   readonly keys: Set<string>;
@@ -226,7 +229,7 @@ export class MemoryDiscoveryStore implements DiscoveryStore {
         this.expiryTimer = undefined;
         this.sweepExpired();
       },
-      Math.max(0, earliest - this.now()),
+      Math.min(maxTimerDelayMs, Math.max(0, earliest - this.now())),
     ).unref();
   }
 
