@@ -56,6 +56,20 @@ export function checkTtl(backend: DiscoveryBackend, ttlMs: unknown): number {
   return ttlMs;
 }
 
+/** A method's options (`put`, `watch`): an object, or the default `{}` for none. */
+export function checkMethodOptions(backend: DiscoveryBackend, method: string, options: unknown): void {
+  if (options === null || typeof options !== 'object') {
+    throw new DiscoveryArgumentError(backend, 'options', options, `${method} options are an object`);
+  }
+}
+
+export function checkListener(backend: DiscoveryBackend, listener: unknown): WatchListener {
+  if (typeof listener !== 'function') {
+    throw new DiscoveryArgumentError(backend, 'listener', listener, 'a watch listener is a function');
+  }
+  return listener as WatchListener;
+}
+
 /** An optional whole-number option ≥ 1, or its default. */
 export function wholeOption(backend: DiscoveryBackend, name: string, value: unknown, fallback: number): number {
   if (value === undefined) return fallback;

@@ -13,6 +13,8 @@ import {
   checkFromRevision,
   checkKey,
   checkLeaseId,
+  checkListener,
+  checkMethodOptions,
   checkPrefix,
   checkTtl,
   encodeValue,
@@ -172,6 +174,7 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
 
   async put(key: string, value: DiscoveryValue, options: PutOptions = {}): Promise<number> {
     checkKey(backend, key);
+    checkMethodOptions(backend, 'put', options);
     const bytes = Buffer.from(encodeValue(backend, key, value));
     const lease = options.lease === undefined ? undefined : checkLeaseId(backend, options.lease);
     const response = await this.call(
@@ -299,6 +302,8 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
 
   async watch(prefix: string, listener: WatchListener, options: WatchOptions = {}): Promise<DiscoveryWatch> {
     checkPrefix(backend, prefix);
+    checkListener(backend, listener);
+    checkMethodOptions(backend, 'watch', options);
     let fromRevision = checkFromRevision(backend, options.fromRevision);
     if (fromRevision === undefined) {
       const current = await this.call('watch', prefix, (deadline) =>

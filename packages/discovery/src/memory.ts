@@ -5,6 +5,8 @@ import {
   checkFromRevision,
   checkKey,
   checkLeaseId,
+  checkListener,
+  checkMethodOptions,
   checkPrefix,
   checkTtl,
   compareKeys,
@@ -102,6 +104,7 @@ export class MemoryDiscoveryStore implements DiscoveryStore {
   async put(key: string, value: DiscoveryValue, options: PutOptions = {}): Promise<number> {
     this.assertOpen('put');
     checkKey(this.backend, key);
+    checkMethodOptions(this.backend, 'put', options);
     const lease = options.lease === undefined ? undefined : checkLeaseId(this.backend, options.lease);
     return this.apply(new Map([[key, { type: 'put', value: encodeValue(this.backend, key, value), lease }]]));
   }
@@ -144,6 +147,8 @@ export class MemoryDiscoveryStore implements DiscoveryStore {
 
   async watch(prefix: string, listener: WatchListener, options: WatchOptions = {}): Promise<DiscoveryWatch> {
     this.assertOpen('watch');
+    checkListener(this.backend, listener);
+    checkMethodOptions(this.backend, 'watch', options);
     return this.hub.add(
       checkPrefix(this.backend, prefix),
       listener,

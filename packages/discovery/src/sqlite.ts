@@ -15,6 +15,8 @@ import {
   checkFromRevision,
   checkKey,
   checkLeaseId,
+  checkListener,
+  checkMethodOptions,
   checkPrefix,
   checkTtl,
   encodeValue,
@@ -280,6 +282,7 @@ export class SqliteDiscoveryStore implements DiscoveryStore {
 
   async put(key: string, value: DiscoveryValue, options: PutOptions = {}): Promise<number> {
     checkKey(this.backend, key);
+    checkMethodOptions(this.backend, 'put', options);
     const lease = options.lease === undefined ? undefined : checkLeaseId(this.backend, options.lease);
     const write: ResolvedWrite = { type: 'put', value: encodeValue(this.backend, key, value), lease };
     return this.run('put', key, () => this.write(() => this.apply(new Map([[key, write]]))));
@@ -340,6 +343,8 @@ export class SqliteDiscoveryStore implements DiscoveryStore {
 
   async watch(prefix: string, listener: WatchListener, options: WatchOptions = {}): Promise<DiscoveryWatch> {
     checkPrefix(this.backend, prefix);
+    checkListener(this.backend, listener);
+    checkMethodOptions(this.backend, 'watch', options);
     const fromRevision = checkFromRevision(this.backend, options.fromRevision);
     return this.run('watch', prefix, () => {
       if (this.pollTimer === undefined) {

@@ -162,6 +162,19 @@ describe.each(backends)('$name discovery store', (backend) => {
     expect(await s.get(`${p}k`)).toBeUndefined();
   });
 
+  test('refuses a watch listener that is no function, and put or watch options that are no object', async () => {
+    const s = open();
+    const p = fresh();
+    const refused = (argument: string, value: unknown) =>
+      expect.objectContaining({ code: 'DISCOVERY_INVALID_ARGUMENT', backend: backend.name, argument, value });
+    // Accepted, a listener that is no function threw an uncaught TypeError at the first change.
+    await expect(s.watch(p, 42 as never)).rejects.toThrow(refused('listener', 42));
+    await expect(s.watch(p, () => {}, null as never)).rejects.toThrow(refused('options', null));
+    await expect(s.put(`${p}k`, 'v', null as never)).rejects.toThrow(refused('options', null));
+    await expect(s.put(`${p}k`, 'v', 'lease-1' as never)).rejects.toThrow(refused('options', 'lease-1'));
+    expect(await s.get(`${p}k`)).toBeUndefined();
+  });
+
   test('a key under a lease disappears when the lease expires, and watchers see the delete', async () => {
     const s = open();
     const p = fresh();
