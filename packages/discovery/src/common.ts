@@ -63,6 +63,17 @@ export function checkMethodOptions(backend: DiscoveryBackend, method: string, op
   }
 }
 
+/** A store's constructor options: an object, whose `now`, if given, is a function. */
+export function checkStoreOptions(backend: DiscoveryBackend, options: unknown): void {
+  if (options === null || typeof options !== 'object') {
+    throw new DiscoveryArgumentError(backend, 'options', options, 'store options are an object');
+  }
+  const { now } = options as { now?: unknown };
+  if (now !== undefined && typeof now !== 'function') {
+    throw new DiscoveryArgumentError(backend, 'now', now, 'a clock is a function returning milliseconds');
+  }
+}
+
 export function checkListener(backend: DiscoveryBackend, listener: unknown): WatchListener {
   if (typeof listener !== 'function') {
     throw new DiscoveryArgumentError(backend, 'listener', listener, 'a watch listener is a function');

@@ -16,6 +16,7 @@ import {
   checkListener,
   checkMethodOptions,
   checkPrefix,
+  checkStoreOptions,
   checkTtl,
   encodeValue,
   failedCompare,
@@ -101,6 +102,7 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
   private closed = false;
 
   constructor(options: EtcdDiscoveryOptions) {
+    checkStoreOptions(backend, options);
     this.requestTimeoutMs = wholeOption(backend, 'requestTimeoutMs', options.requestTimeoutMs, 5_000);
     this.maxReconnectDelayMs = wholeOption(backend, 'maxReconnectDelayMs', options.maxReconnectDelayMs, 2_000);
     this.commitAttempts = wholeOption(backend, 'commitAttempts', options.commitAttempts, 16);

@@ -8,6 +8,7 @@ import {
   checkListener,
   checkMethodOptions,
   checkPrefix,
+  checkStoreOptions,
   checkTtl,
   compareKeys,
   encodeValue,
@@ -70,6 +71,7 @@ export class MemoryDiscoveryStore implements DiscoveryStore {
   private closed = false;
 
   constructor(options: MemoryDiscoveryOptions = {}) {
+    checkStoreOptions(this.backend, options);
     this.now = options.now ?? (() => performance.now());
     this.historyRevisions = wholeOption(this.backend, 'historyRevisions', options.historyRevisions, 10_000);
     this.hub = new LocalWatchHub({

@@ -18,6 +18,7 @@ import {
   checkListener,
   checkMethodOptions,
   checkPrefix,
+  checkStoreOptions,
   checkTtl,
   encodeValue,
   failedCompare,
@@ -194,6 +195,7 @@ export class SqliteDiscoveryStore implements DiscoveryStore {
       throw new DiscoveryArgumentError('sqlite', 'path', path, 'the database path is a non-empty string');
     }
     this.path = resolve(path);
+    checkStoreOptions(this.backend, options);
     this.now = options.now ?? monotonicNow;
     if (options.clockId !== undefined && (typeof options.clockId !== 'string' || options.clockId.length === 0)) {
       throw new DiscoveryArgumentError(this.backend, 'clockId', options.clockId, 'a clock id is a non-empty string');

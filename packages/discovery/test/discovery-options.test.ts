@@ -31,6 +31,17 @@ test('store options out of range are refused, naming the option and value', () =
   );
 });
 
+test('store options that are no object, or a clock that is no function, are refused when the store is made', () => {
+  const refused = (backend: string, argument: string, value: unknown) =>
+    expect.objectContaining({ code: 'DISCOVERY_INVALID_ARGUMENT', backend, argument, value });
+  expect(() => new MemoryDiscoveryStore(null as never)).toThrow(refused('memory', 'options', null));
+  expect(() => new MemoryDiscoveryStore({ now: 5 as never })).toThrow(refused('memory', 'now', 5));
+  expect(() => openSqliteDiscovery(':memory:', null as never)).toThrow(refused('sqlite', 'options', null));
+  // A SQLite store took it and failed every lease operation with DiscoveryUnavailableError.
+  expect(() => openSqliteDiscovery(':memory:', { now: 5 as never })).toThrow(refused('sqlite', 'now', 5));
+  expect(() => connectEtcdDiscovery(undefined as never)).toThrow(refused('etcd', 'options', undefined));
+});
+
 test('a SQLite file that cannot be opened is reported with its path', () => {
   const dir = mkdtempSync(join(tmpdir(), 'kvreuse-sqlite-open-'));
   try {
