@@ -3,7 +3,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { rankPartsOf } from '@kvreuse-internal/test-support';
 import { changeLog, recordWatch } from '../test/watch-recorder.js';
 import { localBackends, type StoreUnderTest } from '../test/helpers/stores.js';
-import type { DiscoveryStore, LeaseId } from './types.js';
+import type { DiscoveryStore, DiscoveryWatch, LeaseId } from './types.js';
 import type { GateVerdict, ReadinessGate } from './gate.js';
 import { claimIncarnationEpoch } from './incarnation-epoch.js';
 import { publishRankParts, withdrawRankParts } from './publish.js';
@@ -110,6 +110,34 @@ describe.each(localBackends)('worker readiness on $name discovery', (backend) =>
       'ready inc-a',
     ]);
     expect(tracker.current.ready && tracker.current.worker.ranks.map((part) => part.parallel.tpRank)).toEqual([0, 1]);
+  });
+
+  it('closes the store watch and the gate subscriptions it opened when a gate cannot be subscribed to', async () => {
+    const watchStore = store.watch.bind(store);
+    const opened: DiscoveryWatch[] = [];
+    vi.spyOn(store, 'watch').mockImplementation(async (...args) => {
+      const storeWatch = await watchStore(...args);
+      vi.spyOn(storeWatch, 'close');
+      opened.push(storeWatch);
+      return storeWatch;
+    });
+    const unsubscribe = vi.fn();
+    const followed: ReadinessGate = {
+      name: 'followed',
+      evaluate: () => ({ pass: true }),
+      subscribe: () => unsubscribe,
+    };
+    const broken: ReadinessGate = {
+      name: 'broken',
+      evaluate: () => ({ pass: true }),
+      subscribe: () => {
+        throw new Error('the profile table cannot be followed');
+      },
+    };
+    await expect(follow([followed, broken])).rejects.toThrow('the profile table cannot be followed');
+    expect(opened).toHaveLength(1);
+    expect(opened[0]!.close).toHaveBeenCalledOnce();
+    expect(unsubscribe).toHaveBeenCalledOnce();
   });
 
   it('withholds readiness while a gate fails, and follows the gate as it changes', async () => {

@@ -167,9 +167,15 @@ class ReadinessTracker implements WorkerReadinessWatch {
     this.#watch = await this.#store.watch(this.#prefix, (notice) => this.#onNotice(notice), {
       fromRevision: snapshot.revision + 1,
     });
-    for (const gate of this.#gates()) {
-      const unsubscribe = gate.subscribe?.(() => this.#schedule());
-      if (unsubscribe !== undefined) this.#unsubscribes.push(unsubscribe);
+    try {
+      for (const gate of this.#gates()) {
+        const unsubscribe = gate.subscribe?.(() => this.#schedule());
+        if (unsubscribe !== undefined) this.#unsubscribes.push(unsubscribe);
+      }
+    } catch (error) {
+      // The caller never gets this tracker to close: close the watch and the subscriptions opened so far.
+      await this.close();
+      throw error;
     }
     this.#schedule();
     await this.settled();
