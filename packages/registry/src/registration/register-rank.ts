@@ -179,8 +179,8 @@ export interface BanksDeregistration {
 
 /**
  * Deregisters the given banks in the order given, then hands each deregistered bank back to its
- * owner. Banks already returned are skipped, and a bank left `releasing` by an earlier refusal is
- * taken up where it stopped. A per-bank failure never stops the others and is never thrown: a
+ * owner. Banks already returned are skipped, a bank given twice is released once, and a bank left
+ * `releasing` by an earlier refusal is taken up where it stopped. A per-bank failure never stops the others and is never thrown: a
  * referenced bank is left untouched, a bank the native layer refuses to deregister is retained
  * (`'native-refusal'`), a bank its owner refuses stays `releasing`; the result lists each.
  */
@@ -203,7 +203,8 @@ export async function deregisterBanks(banks: readonly Bank[]): Promise<BanksDere
   const retained: RetainedBank[] = [];
   const deregistered: Bank[] = [];
   const releasing: { readonly bank: Bank; readonly region: Region | undefined }[] = [];
-  for (const bank of banks) {
+  // A bank given twice is released once, where it first appears.
+  for (const bank of new Set(banks)) {
     if (bank.state === 'returned') continue;
     if (bank.references > 0) {
       referenced.push(bank);
@@ -305,15 +306,17 @@ export async function returnBanks(
   checkBanks('deregistered', deregistered);
   const returned: BankLabel[] = [];
   const unreturned: RetainedBank[] = [];
+  // A bank given twice is handed back once, where it first appears.
+  const banks = [...new Set(deregistered)];
   // kvreuse's own allocations are all freed at once (the agent's thread frees them in the order begun,
   // and one wake-up can announce them all), unless deregisterBanks began it; framework owners are
   // called one at a time, in order.
   const frees = new Map(
-    deregistered
+    banks
       .filter((bank) => bank.owner.kind === 'kvreuse')
       .map((bank) => [bank, takeEarlyHandBack(bank) ?? handBack(bank)]),
   );
-  for (const bank of deregistered) {
+  for (const bank of banks) {
     const failure = await (frees.get(bank) ?? handBack(bank));
     if (failure === undefined) {
       returned.push(bank.label());

@@ -174,6 +174,25 @@ describe('releaseBanks', () => {
     await closeAgent(agent);
   });
 
+  it('releases a bank given twice once, and reports it returned once, whoever owns it', async () => {
+    const agent = await newAgent();
+    const framework = frameworkBanks(rank, 1, shape);
+    const { banks: ours } = await kvreuseBanks(agent, { tpRank: rank.tpRank + 1, ppRank: rank.ppRank }, 1, shape);
+    const theirs = framework.banks[0]!;
+    await registerRank({ agent, banks: [theirs] });
+    await registerRank({ agent, banks: ours });
+    const released = await releaseBanks([theirs, ours[0]!, theirs, ours[0]!]);
+    expect(released).toEqual({
+      returned: [theirs.label(), ours[0]!.label()],
+      referenced: [],
+      retained: [],
+      unreturned: [],
+    });
+    expect([theirs.state, ours[0]!.state]).toEqual(['returned', 'returned']);
+    expect(framework.returned).toEqual([0]);
+    await closeAgent(agent);
+  });
+
   it('releaseRank refuses, changing nothing, a rank with a bank already released', async () => {
     const agent = await newAgent();
     const { banks, returned } = frameworkBanks(rank, 2, shape);
