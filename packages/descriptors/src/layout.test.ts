@@ -144,6 +144,42 @@ describe('layoutRankBanks', () => {
     );
   });
 
+  it('refuses addresses that are not unsigned 64-bit bigints and layouts that pass 2^64', () => {
+    const geometry: Geometry = { ...qwen, numLayers: 1 };
+    const refusal = (options: Parameters<typeof layoutRankBanks>[2]) => {
+      try {
+        layoutRankBanks(geometry, whole, options);
+      } catch (error) {
+        return error instanceof InvalidBankLayoutError
+          ? error.issues.map(({ field, rule }) => `${field}: ${rule}`)
+          : error;
+      }
+      return 'accepted';
+    };
+    expect(refusal({ address: 2n ** 64n - 4096n, blocks: 1 })).toEqual([
+      expect.stringMatching(
+        /^address: bank 0 at 18446744073709547520 \(131072 bytes\) would pass the end of the 64-bit address space$/,
+      ),
+    ]);
+    expect(refusal({ address: [0n, 2n ** 64n - 65_536n], blocks: 1 })).toEqual([
+      expect.stringMatching(/^address: bank 1 at .* would pass the end of the 64-bit address space$/),
+    ]);
+    expect(refusal({ address: -4096n, blocks: 1 })).toEqual([
+      'address: must be an unsigned 64-bit bigint, or one such bigint per bank',
+    ]);
+    expect(refusal({ address: 0x1000_0000 as never, blocks: 1 })).toEqual([
+      'address: must be an unsigned 64-bit bigint, or one such bigint per bank',
+    ]);
+    expect(refusal({ address: [0n, 4096 as never], blocks: 1 })).toEqual([
+      'address: must hold unsigned 64-bit bigints',
+    ]);
+    expect(refusal({ address: 0n, blocks: 1, memKind: 'gpu' as never, deviceId: -1 })).toEqual([
+      "memKind: must be 'dram' or 'vram'",
+      'deviceId: must be an integer in [0, 2^31)',
+    ]);
+    expect(refusal({ address: 0n, blocks: 1, alignment: 3 * 2 ** 32 })).toEqual(['alignment: must be a power of two']);
+  });
+
   it('rejects options that cannot make valid banks, naming each', () => {
     const attempt = () => layoutRankBanks(qwen, whole, { address: [0n], blocks: 0, blockStride: 10, alignment: 3 });
     expect(attempt).toThrow(InvalidBankLayoutError);

@@ -1,4 +1,4 @@
-import type { Bank, MemKind } from './bank.js';
+import { type Bank, type MemKind, memKinds, U64_LIMIT } from './bank.js';
 import { InvalidBankLayoutError } from './errors.js';
 import type { FieldIssue } from './field-issue.js';
 import { bytesPerElement, type Geometry } from './geometry.js';
@@ -132,7 +132,9 @@ export interface BankLayoutOptions {
   readonly alignment?: number;
 }
 
-const isPowerOfTwo = (n: number): boolean => Number.isInteger(n) && n > 0 && (n & (n - 1)) === 0;
+// In bigints: `&` on numbers keeps only the low 32 bits, so 3 × 2^32 would pass.
+const isPowerOfTwo = (n: number): boolean => Number.isSafeInteger(n) && n > 0 && (BigInt(n) & BigInt(n - 1)) === 0n;
+const isU64 = (value: unknown): value is bigint => typeof value === 'bigint' && value >= 0n && value < U64_LIMIT;
 
 /**
  * Lays out the banks of one rank: `bankCount` banks of `bankSpan` bytes, in (local layer, plane) order.
@@ -162,9 +164,22 @@ export function layoutRankBanks(
   } else if (planeStrided && (!Number.isInteger(planeStride) || planeStride < piece)) {
     issues.push({ field: 'planeStride', value: planeStride, rule: `must be an integer ≥ ${piece} (one piece)` });
   }
+  if (!memKinds.includes(memKind)) issues.push({ field: 'memKind', value: memKind, rule: "must be 'dram' or 'vram'" });
+  if (!Number.isInteger(deviceId) || deviceId < 0 || deviceId > 2 ** 31 - 1) {
+    issues.push({ field: 'deviceId', value: deviceId, rule: 'must be an integer in [0, 2^31)' });
+  }
   if (!isPowerOfTwo(alignment)) issues.push({ field: 'alignment', value: alignment, rule: 'must be a power of two' });
-  if (Array.isArray(options.address) && options.address.length !== count) {
-    issues.push({ field: 'address', value: options.address, rule: `must hold one address per bank (${count})` });
+  if (Array.isArray(options.address)) {
+    if (options.address.length !== count)
+      issues.push({ field: 'address', value: options.address, rule: `must hold one address per bank (${count})` });
+    else if (!options.address.every(isU64))
+      issues.push({ field: 'address', value: options.address, rule: 'must hold unsigned 64-bit bigints' });
+  } else if (!isU64(options.address)) {
+    issues.push({
+      field: 'address',
+      value: options.address,
+      rule: 'must be an unsigned 64-bit bigint, or one such bigint per bank',
+    });
   }
   if (issues.length > 0) throw new InvalidBankLayoutError(issues);
   const strides: BankStrides = planeStrided
@@ -182,6 +197,15 @@ export function layoutRankBanks(
   let next = typeof options.address === 'bigint' ? options.address : 0n;
   for (let index = 0; index < count; index++) {
     const address = typeof options.address === 'bigint' ? next : ((options.address as readonly bigint[])[index] ?? 0n);
+    if (address + bytes > U64_LIMIT) {
+      throw new InvalidBankLayoutError([
+        {
+          field: 'address',
+          value: options.address,
+          rule: `bank ${index} at ${address} (${bytes} bytes) would pass the end of the 64-bit address space`,
+        },
+      ]);
+    }
     banks.push({ memKind, deviceId, address, bytes, ...strides });
     next = ((address + bytes + align - 1n) / align) * align;
   }
