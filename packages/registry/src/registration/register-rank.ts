@@ -180,9 +180,10 @@ export interface BanksDeregistration {
 /**
  * Deregisters the given banks in the order given, then hands each deregistered bank back to its
  * owner. Banks already returned are skipped, a bank given twice is released once, and a bank left
- * `releasing` by an earlier refusal is taken up where it stopped. A per-bank failure never stops the others and is never thrown: a
- * referenced bank is left untouched, a bank the native layer refuses to deregister is retained
- * (`'native-refusal'`), a bank its owner refuses stays `releasing`; the result lists each.
+ * `releasing` by an earlier refusal is taken up where it stopped. A per-bank failure never stops the
+ * others and is never thrown: a referenced bank is left untouched, a bank the native layer refuses to
+ * deregister is retained (`'native-refusal'`), a bank its owner refuses stays `releasing`; the result
+ * lists each.
  */
 export async function releaseBanks(banks: readonly Bank[]): Promise<BanksRelease> {
   const { deregistered, referenced, retained } = await deregisterBanks(banks);
