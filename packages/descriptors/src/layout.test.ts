@@ -178,6 +178,7 @@ describe('layoutRankBanks', () => {
       'deviceId: must be an integer in [0, 2^31)',
     ]);
     expect(refusal({ address: 0n, blocks: 1, alignment: 3 * 2 ** 32 })).toEqual(['alignment: must be a power of two']);
+    expect(refusal(null as never)).toEqual(['options: must be { address, blocks, … }']);
   });
 
   it('rejects options that cannot make valid banks, naming each', () => {

@@ -146,6 +146,8 @@ export function layoutRankBanks(
   options: BankLayoutOptions,
 ): Bank[] {
   const shard = deriveShard(geometry, parallel);
+  if (typeof options !== 'object' || options === null)
+    throw new InvalidBankLayoutError([{ field: 'options', value: options, rule: 'must be { address, blocks, … }' }]);
   const { planeStride } = options;
   const planeStrided = planeStride !== undefined;
   const count = bankCount(geometry, shard, { planeStrided });

@@ -27,6 +27,10 @@ describe('deriveShard', () => {
 
   it('rejects splits that do not divide, saying why', () => {
     expect(() => deriveShard(qwen, rank(0, 3))).toThrow(InvalidShardError);
+    expect(() => deriveShard(qwen, null as never)).toThrow(
+      expect.objectContaining({ code: 'INVALID_SHARD', issue: expect.objectContaining({ field: 'parallel' }) }),
+    );
+    expect(() => deriveShard(undefined as never, rank(0, 1))).toThrow(InvalidShardError);
     expect(() => deriveShard(qwen, rank(0, 3))).toThrow(
       /parallel.tpSize = 3: must divide numKvHeads \(8\) or be a multiple of it/,
     );

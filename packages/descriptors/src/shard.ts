@@ -29,6 +29,10 @@ type SplitInputs = Pick<Parallel, 'tpSize' | 'ppSize'>;
 
 /** Why `parallel` cannot split `geometry` canonically, or `undefined` when it can. */
 export function shardSplitIssue(geometry: ShardInputs, parallel: SplitInputs): FieldIssue | undefined {
+  if (typeof geometry !== 'object' || geometry === null)
+    return { field: 'geometry', value: geometry, rule: 'must be a geometry object' };
+  if (typeof parallel !== 'object' || parallel === null)
+    return { field: 'parallel', value: parallel, rule: 'must be { tpRank, tpSize, ppRank, ppSize }' };
   const { numKvHeads, numLayers } = geometry;
   const { tpSize, ppSize } = parallel;
   if (!Number.isInteger(tpSize) || tpSize < 1) {
