@@ -114,6 +114,8 @@ describe('DrainController', () => {
     ).toThrow(InvalidDrainOptionError);
     expect(() => w.controller.drain({ deadlineMs: Number.NaN })).toThrow(/deadlineMs = NaN is refused/);
     expect(() => w.controller.shutdown({ deadlineMs: 1.5 })).toThrow(/deadlineMs = 1\.5 is refused/);
+    // The same rank twice (or a rank sharing a bank with one added): each bank is drained once.
+    expect(() => w.controller.addRank(w.ranks[0]!)).toThrow(/holds a bank of a rank already added/);
     await w.controller.drain({ deadlineMs: 0 });
     expect(() => w.controller.addRank(w.ranks[0]!)).toThrow(/cannot be added once draining began/);
   });

@@ -3,6 +3,7 @@ import {
   type Bank,
   type BankLabel,
   deregisterBanks,
+  formatBank,
   type RegisteredRank,
   type RetainedBank,
   returnBanks,
@@ -240,6 +241,13 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
         'rank',
         { tpRank: rank.tpRank, ppRank: rank.ppRank },
         'cannot be added once draining began',
+      );
+    const shared = rank.banks.find((bank) => this.#ranks.some((added) => added.banks.includes(bank)));
+    if (shared !== undefined)
+      throw new InvalidDrainOptionError(
+        'rank',
+        { tpRank: rank.tpRank, ppRank: rank.ppRank },
+        `holds a bank of a rank already added (${formatBank(shared.label())}): each bank is drained once`,
       );
     this.#ranks.push(rank);
   }
