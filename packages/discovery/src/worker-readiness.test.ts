@@ -45,6 +45,22 @@ it('watchWorkerReadiness refuses arguments of the wrong shape, naming the argume
   await expect(watchWorkerReadiness(store, workerId, { onChange: () => {}, gates: [null] } as never)).rejects.toThrow(
     option('options.gates[0]'),
   );
+  const evaluate = () => ({ pass: true }) as const;
+  await expect(
+    watchWorkerReadiness(store, workerId, {
+      onChange: () => {},
+      gates: [{ name: 'profile', evaluate: 'yes' }],
+    } as never),
+  ).rejects.toThrow(option('options.gates[0].evaluate'));
+  await expect(
+    watchWorkerReadiness(store, workerId, { onChange: () => {}, admissionGate: { evaluate } } as never),
+  ).rejects.toThrow(option('options.admissionGate.name'));
+  await expect(
+    watchWorkerReadiness(store, workerId, {
+      onChange: () => {},
+      admissionGate: { name: 'profile-admission', evaluate, subscribe: 1 },
+    } as never),
+  ).rejects.toThrow(option('options.admissionGate.subscribe'));
   await expect(watchWorkerReadiness(undefined as never, workerId, { onChange: () => {} })).rejects.toThrow(
     option('store'),
   );

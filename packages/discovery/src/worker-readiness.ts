@@ -2,7 +2,14 @@ import { assembleWorker, type RankId, type RankPart, type Worker } from '@kvreus
 import { entryText } from './common.js';
 import type { DiscoveryEntry, DiscoveryStore, DiscoveryWatch, WatchNotice } from './types.js';
 import type { RankPartRefusedError } from './errors.js';
-import { checkArray, checkFunction, checkOptionalString, checkOptionsObject, checkStore } from './options.js';
+import {
+  checkArray,
+  checkFunction,
+  checkNonEmptyString,
+  checkOptionalString,
+  checkOptionsObject,
+  checkStore,
+} from './options.js';
 import type { ReadinessGate } from './gate.js';
 import { workerEpochKey, workerKeyPrefix, workerPartsPrefix } from './rank-part-keys.js';
 import { safeDecodeRankPartRecord } from './rank-part-record.js';
@@ -448,12 +455,20 @@ function signatureOf(readiness: WorkerReadiness): string {
     : `not ready ${readiness.incarnation ?? ''} ${readiness.reasons.map((reason) => reason.message).join(' | ')}`;
 }
 
+/** A gate: an object with its `name`, its `evaluate` and, when it has one, its `subscribe`. */
+function checkGate(gate: unknown, option: string): void {
+  const { name, evaluate, subscribe } = checkOptionsObject(option, gate) as Partial<ReadinessGate>;
+  checkNonEmptyString(`${option}.name`, name);
+  checkFunction(`${option}.evaluate`, evaluate);
+  if (subscribe !== undefined) checkFunction(`${option}.subscribe`, subscribe);
+}
+
 function checkWatchOptions(store: DiscoveryStore, options: WatchWorkerReadinessOptions): void {
   checkStore('store', store);
   checkOptionsObject('options', options);
   checkFunction('options.onChange', options.onChange);
-  if (options.gates !== undefined)
-    checkArray('options.gates', options.gates, (gate, option) => checkOptionsObject(option, gate));
+  if (options.gates !== undefined) checkArray('options.gates', options.gates, checkGate);
+  if (options.admissionGate !== undefined) checkGate(options.admissionGate, 'options.admissionGate');
   if (options.logger !== undefined)
     checkFunction('options.logger.warn', checkOptionsObject('options.logger', options.logger).warn);
   checkOptionalString('options.keyPrefix', options.keyPrefix);
