@@ -34,6 +34,21 @@ describe.each(testedBackends)('memory on %s', (backend) => {
     await agent.close();
   });
 
+  it('refuses to write what is not bytes, writing nothing', async () => {
+    const agent = await transport.createAgent({ name: agentName('write-bytes'), backend });
+    const bank = await agent.allocate(PAGE);
+    bank.view().fill(7);
+    for (const bytes of ['abc', [1, 2, 3], undefined, 42]) {
+      expect(() => bank.write(bytes as unknown as Uint8Array)).toThrow(
+        expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'bytes' }),
+      );
+    }
+    expect([...bank.view().subarray(0, 4)]).toEqual([7, 7, 7, 7]);
+    await bank.free();
+    await agent.close();
+    expect(liveCounters()).toEqual(allZero);
+  });
+
   it('registers and deregisters, counting registrations and bytes', async () => {
     const agent = await transport.createAgent({ name: agentName('register'), backend });
     const bank = await agent.allocate(16 * PAGE);

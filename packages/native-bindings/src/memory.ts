@@ -75,6 +75,7 @@ export class Allocation {
    */
   write(bytes: Uint8Array, offset = 0): void {
     this.#state.assertOpen('write an allocation');
+    if (!(bytes instanceof Uint8Array)) throw new InvalidArgumentError('bytes', bytes, 'must be a Uint8Array');
     if (!Number.isSafeInteger(offset) || offset < 0 || offset + bytes.length > this.bytes)
       throw new InvalidArgumentError('offset', offset, `must leave room for ${bytes.length} bytes in ${this.bytes}`);
     if (bytes.length === 0) return;
