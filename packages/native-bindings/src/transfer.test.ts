@@ -98,6 +98,19 @@ describe.each(testedBackends)('transfers on %s', (backend) => {
     await pair.close();
   });
 
+  it('refuses an empty notification, or one that is not bytes or a string, posting nothing', async () => {
+    const pair = await openPair(backend, PIECE, 32);
+    const good = readRequest(pair, piecewiseDescriptors(1, PIECE));
+    for (const notification of ['', new Uint8Array(0), 42, { text: 'done' }]) {
+      expect(() => pair.reader.post({ ...good, notification: notification as Uint8Array })).toThrow(
+        expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'notification' }),
+      );
+    }
+    expect(pair.reader.counters()).toMatchObject({ operationsPosted: 0, liveOperations: 0 });
+    await pair.close();
+    expect(liveCounters()).toEqual(allZero);
+  });
+
   it('completes a thousand concurrent operations from one process, every one verified', async () => {
     const count = 1000;
     const pair = await openPair(backend, count * PIECE, 41);

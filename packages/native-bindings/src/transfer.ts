@@ -90,9 +90,16 @@ class ReusedTables {
 const localTables = new ReusedTables();
 const remoteTables = new ReusedTables();
 
-/** A notification as bytes (a string as UTF-8), or null for none. */
+/**
+ * A notification as bytes (a string as UTF-8), or null for none; refuses one that is empty (the library
+ * would take it for none, and the peer would wait for it in vain) or neither bytes nor a string.
+ */
 export function notificationBytes(notification: Uint8Array | string | undefined): Uint8Array | null {
-  return typeof notification === 'string' ? Buffer.from(notification, 'utf8') : (notification ?? null);
+  if (notification === undefined) return null;
+  const bytes = typeof notification === 'string' ? Buffer.from(notification, 'utf8') : notification;
+  if (!(bytes instanceof Uint8Array) || bytes.length === 0)
+    throw new InvalidArgumentError('notification', notification, 'must be a non-empty Uint8Array or string');
+  return bytes;
 }
 
 const descriptorArrays = [
