@@ -13,7 +13,7 @@ import { Allocation, type MemoryRange, type Region, registerMemory, VRAM_IPC_HAN
 import { AgentJobs } from './agent-jobs.js';
 import { Notifications, type Notification } from './notifications.js';
 import { Operation } from './operation.js';
-import { Peer } from './peer.js';
+import { assertPeer, Peer } from './peer.js';
 import { type PostBlocksRequest, RegisteredTemplate, type RegisterTemplateRequest } from './template.js';
 import { postTransfer, type PostRequest } from './transfer.js';
 
@@ -368,6 +368,12 @@ export class Agent {
   /** Posts one batch as one operation. Nothing moves when any descriptor is out of bounds (INVALID_PARAM). */
   post(request: PostRequest): Operation {
     this.#state.assertOpen('post a transfer');
+    if (!isObject(request))
+      throw new InvalidArgumentError(
+        'request',
+        request,
+        'must be an object { direction, peer, descriptors, localRegions, remoteRegions, notification? }',
+      );
     const { id, count } = postTransfer(this.#context, request);
     const operation = new Operation(this.#context, id, count, this.#onOperationReleased);
     this.#pending.set(id, operation);
@@ -440,6 +446,7 @@ export class Agent {
    */
   sendNotification(peer: Peer, data: Uint8Array | string): void {
     this.#state.assertOpen('send a notification');
+    assertPeer(peer);
     if (!peer.belongsTo(this.#context)) throw new ForeignHandleError('Peer', String(peer.id), this.name);
     this.#notifications.send(peer, data);
   }

@@ -1,3 +1,4 @@
+import { InvalidArgumentError } from './errors.js';
 import { type AgentContext, HandleState } from './handles.js';
 import { check } from './library.js';
 import { type MemoryKind, memoryKinds } from './memory.js';
@@ -192,4 +193,9 @@ export class Peer {
     this.#state.markClosed();
     this.#onUnload(this);
   }
+}
+
+/** Throws InvalidArgumentError naming `peer` unless it is a Peer handle (of any agent: the caller checks whose). */
+export function assertPeer(peer: unknown): asserts peer is Peer {
+  if (!(peer instanceof Peer)) throw new InvalidArgumentError('peer', peer, 'must be a Peer from agent.loadPeer');
 }

@@ -206,6 +206,17 @@ describe('registering and posting on a template refuses bad input with typed err
     expect(() => destination.agent.registerTemplate({ ...request(0), localRegions: foreign.regions })).toThrow(
       ForeignHandleError,
     );
+    // A missing peer or region list: a typed refusal naming it, not a TypeError.
+    for (const [argument, value] of [
+      ['peer', undefined],
+      ['peer', { id: 0 }],
+      ['localRegions', undefined],
+      ['remoteRegions', undefined],
+    ] as const) {
+      expect(() => destination.agent.registerTemplate({ ...request(0), [argument]: value as never })).toThrow(
+        expect.objectContaining({ code: 'INVALID_ARGUMENT', argument }),
+      );
+    }
     // A deregistered bank's region, as its `region` reads once gone: a typed refusal, not a TypeError.
     expect(() =>
       destination.agent.registerTemplate({

@@ -3,7 +3,7 @@ import { ForeignHandleError, InvalidArgumentError } from './errors.js';
 import { type AgentContext, HandleState } from './handles.js';
 import { check } from './library.js';
 import type { Region } from './memory.js';
-import type { Peer } from './peer.js';
+import { assertPeer, type Peer } from './peer.js';
 import { directionIds, notificationBytes, regionTable, remoteRegionTable, type TransferDirection } from './transfer.js';
 
 export interface RegisterTemplateRequest {
@@ -93,6 +93,7 @@ export class RegisteredTemplate {
         `must come from buildTransferTemplate (format ${transferTemplateFormat})`,
       );
     }
+    assertPeer(peer);
     if (!peer.belongsTo(agent)) throw new ForeignHandleError('Peer', String(peer.id), agent.name);
     peer.assertOpen('register a transfer template');
     const pair = pairIndex(template, request.pair);

@@ -98,6 +98,23 @@ describe.each(testedBackends)('transfers on %s', (backend) => {
     await pair.close();
   });
 
+  it('refuses a request, peer or table of the wrong shape with InvalidArgumentError naming it, not a TypeError', async () => {
+    const pair = await openPair(backend, PIECE, 33);
+    const good = readRequest(pair, piecewiseDescriptors(1, PIECE));
+    const refused = (argument: string) => expect.objectContaining({ code: 'INVALID_ARGUMENT', argument });
+    expect(() => pair.reader.post(undefined as never)).toThrow(refused('request'));
+    expect(() => pair.reader.post({ ...good, peer: undefined as never })).toThrow(refused('peer'));
+    expect(() => pair.reader.post({ ...good, peer: { id: 0 } as never })).toThrow(refused('peer'));
+    expect(() => pair.reader.post({ ...good, descriptors: undefined as never })).toThrow(refused('descriptors'));
+    expect(() => pair.reader.post({ ...good, localRegions: undefined as never })).toThrow(refused('localRegions'));
+    expect(() => pair.reader.post({ ...good, remoteRegions: undefined as never })).toThrow(refused('remoteRegions'));
+    expect(() => pair.reader.sendNotification(undefined as never, 'x')).toThrow(refused('peer'));
+    expect(() => pair.reader.sendNotification({ id: 0 } as never, 'x')).toThrow(refused('peer'));
+    expect(pair.reader.counters()).toMatchObject({ operationsPosted: 0, notificationsSent: 0 });
+    await pair.close();
+    expect(liveCounters()).toEqual(allZero);
+  });
+
   it('refuses an empty notification, or one that is not bytes or a string, posting nothing', async () => {
     const pair = await openPair(backend, PIECE, 32);
     const good = readRequest(pair, piecewiseDescriptors(1, PIECE));

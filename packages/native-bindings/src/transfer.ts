@@ -2,7 +2,7 @@ import { ForeignHandleError, InvalidArgumentError } from './errors.js';
 import type { AgentContext } from './handles.js';
 import { check } from './library.js';
 import { Region } from './memory.js';
-import type { Peer } from './peer.js';
+import { assertPeer, type Peer } from './peer.js';
 
 /**
  * One rank pair's descriptors as parallel typed arrays — the shape `materialize` of
@@ -35,12 +35,11 @@ export interface PostRequest {
 
 export const directionIds: { readonly [D in TransferDirection]: number } = { read: 0, write: 1 };
 
-/** The ids of this agent's `regions`, checked to be regions, open and its own, written into `ids` (one of their length). */
-export function regionTable(
-  agent: AgentContext,
-  regions: readonly Region[],
-  ids: Uint32Array = new Uint32Array(regions.length),
-): Uint32Array {
+/** The ids of this agent's `regions`, checked to be regions, open and its own, written into a table of `reused` (else a new one). */
+export function regionTable(agent: AgentContext, regions: readonly Region[], reused?: ReusedTables): Uint32Array {
+  if (!Array.isArray(regions))
+    throw new InvalidArgumentError('localRegions', regions, 'must be an array of regions this agent registered');
+  const ids = reused?.of(regions.length) ?? new Uint32Array(regions.length);
   for (let index = 0; index < regions.length; index++) {
     const region = regions[index];
     if (!(region instanceof Region))
@@ -53,12 +52,12 @@ export function regionTable(
   return ids;
 }
 
-/** Region ids the peer advertised, checked to be uint32s; a list is written into `ids` (one of its length). */
-export function remoteRegionTable(
-  regions: readonly number[] | Uint32Array,
-  ids: Uint32Array = new Uint32Array(regions.length),
-): Uint32Array {
+/** Region ids the peer advertised, checked to be uint32s; a list is written into a table of `reused` (else a new one). */
+export function remoteRegionTable(regions: readonly number[] | Uint32Array, reused?: ReusedTables): Uint32Array {
   if (regions instanceof Uint32Array) return regions;
+  if (!Array.isArray(regions))
+    throw new InvalidArgumentError('remoteRegions', regions, 'must be a Uint32Array or an array of region ids');
+  const ids = reused?.of(regions.length) ?? new Uint32Array(regions.length);
   for (let index = 0; index < regions.length; index++) {
     const id = regions[index];
     if (!Number.isInteger(id) || (id as number) < 0 || (id as number) > 0xffff_ffff) {
@@ -111,6 +110,8 @@ const descriptorArrays = [
 ] as const;
 
 function checkDescriptorArrays(descriptors: TransferDescriptors): number {
+  if (typeof descriptors !== 'object' || descriptors === null)
+    throw new InvalidArgumentError('descriptors', descriptors, 'must be an object of five typed arrays');
   const count = descriptors.length?.length;
   for (let k = 0; k < descriptorArrays.length; k++) {
     const [field, type] = descriptorArrays[k] as (typeof descriptorArrays)[number];
@@ -142,11 +143,12 @@ export function postTransfer(agent: AgentContext, request: PostRequest): { id: b
   const { peer, descriptors, direction } = request;
   if (!Object.hasOwn(directionIds, direction))
     throw new InvalidArgumentError('direction', direction, "must be 'read' or 'write'");
+  assertPeer(peer);
   if (!peer.belongsTo(agent)) throw new ForeignHandleError('Peer', String(peer.id), agent.name);
   peer.assertOpen('post a transfer');
   const count = checkDescriptorArrays(descriptors);
-  const localRegions = regionTable(agent, request.localRegions, localTables.of(request.localRegions.length));
-  const remoteRegions = remoteRegionTable(request.remoteRegions, remoteTables.of(request.remoteRegions.length));
+  const localRegions = regionTable(agent, request.localRegions, localTables);
+  const remoteRegions = remoteRegionTable(request.remoteRegions, remoteTables);
   const notification = notificationBytes(request.notification);
   const read = direction === 'read';
   check(
