@@ -1,6 +1,7 @@
 import { buildTransferTemplate, type Geometry } from '@kvreuse/descriptors';
 import { describe, expect, it } from 'vitest';
 import { fillPattern } from '../test/support/content.js';
+import { allZero, liveCounters } from '../test/support/pair.js';
 import { closeRank, openRank, type RankSide, workerOf } from '../test/support/ranks.js';
 import { ForeignHandleError, InvalidArgumentError } from './errors.js';
 
@@ -101,6 +102,15 @@ describe('agent.blockChecksums', () => {
       expect(() => prefill.agent.blockChecksums({ ...request, regions: prefill.regions, blocks: [block] })).toThrow(
         expect.objectContaining({ name: 'InvalidArgumentError', message: expect.stringContaining('blocks[0]') }),
       );
+    // What is not a template, a region list or a region: a typed refusal naming it, not a TypeError.
+    const refused = (argument: string) => expect.objectContaining({ code: 'INVALID_ARGUMENT', argument });
+    for (const wrong of [undefined, {}])
+      expect(() =>
+        prefill.agent.blockChecksums({ ...request, template: wrong as never, regions: prefill.regions }),
+      ).toThrow(refused('template'));
+    expect(() => prefill.agent.blockChecksums({ ...request, regions: undefined as never })).toThrow(refused('regions'));
+    const ids = prefill.regions.map((region) => region.id);
+    expect(() => prefill.agent.blockChecksums({ ...request, regions: ids as never })).toThrow(refused('regions[0]'));
     // A base past 2^32 reaches the library whole: its refusal names where the route's block ends.
     const far = { ...template, destinationBase: template.destinationBase.map((base) => base + 2n ** 32n + 16n) };
     const route = template.pairRouteStart[0] as number;
@@ -117,5 +127,6 @@ describe('agent.blockChecksums', () => {
       }),
     );
     for (const side of [...source, ...destination]) await closeRank(side);
+    expect(liveCounters()).toEqual(allZero);
   });
 });

@@ -1,8 +1,8 @@
-import type { TransferTemplate } from '@kvreuse/descriptors';
+import { type TransferTemplate, transferTemplateFormat } from '@kvreuse/descriptors';
 import { ForeignHandleError, InvalidArgumentError } from './errors.js';
 import type { AgentContext } from './handles.js';
 import { type BlockRoutes, check } from './library.js';
-import type { Region } from './memory.js';
+import { Region } from './memory.js';
 
 /** Which rank of a template's pair the regions hold. */
 export type ChecksumSide = 'source' | 'destination';
@@ -29,7 +29,7 @@ function pairOf(template: TransferTemplate, pair: number | undefined): number {
 /** The region of `bank`, as an index into the table of regions the call reads (added on first use). */
 function regionSlot(agent: AgentContext, request: BlockChecksumsRequest, bank: number, table: Region[]): number {
   const region = request.regions[bank];
-  if (region === undefined)
+  if (!(region instanceof Region))
     throw new InvalidArgumentError(`regions[${bank}]`, region, `must be the ${request.side} region of bank ${bank}`);
   if (!region.belongsTo(agent)) throw new ForeignHandleError('Region', `${region.id} (regions[${bank}])`, agent.name);
   region.assertOpen('compute checksums');
@@ -40,6 +40,15 @@ function regionSlot(agent: AgentContext, request: BlockChecksumsRequest, bank: n
 /** The routes of the request's pair on its side, as the native call reads them: the template's own arrays. */
 function routesOf(agent: AgentContext, request: BlockChecksumsRequest): BlockRoutes {
   const { template, side } = request;
+  if (typeof template !== 'object' || template === null || template.format !== transferTemplateFormat) {
+    throw new InvalidArgumentError(
+      'template',
+      template,
+      `must come from buildTransferTemplate (format ${transferTemplateFormat})`,
+    );
+  }
+  if (!Array.isArray(request.regions))
+    throw new InvalidArgumentError('regions', request.regions, 'must be an array of regions this agent registered');
   if (side !== 'source' && side !== 'destination')
     throw new InvalidArgumentError('side', side, "must be 'source' or 'destination'");
   const pair = pairOf(template, request.pair);
