@@ -34,6 +34,7 @@ export class SidecarClient {
    */
   adopt(memfd: number | undefined, layout: object, timeoutMs = 60_000): Record<string, unknown> {
     this.#state.assertOpen('adopt through a sidecar connection');
+    checkTimeout(timeoutMs);
     const answer = Buffer.alloc(ANSWER_BYTES);
     const { api } = this.#library;
     const status = api.kvt_sidecar_client_adopt(
@@ -64,6 +65,7 @@ export class SidecarClient {
   /** Waits at most `timeoutMs` for the sidecar's next message and parses it (TIMEOUT, REMOTE_DISCONNECT otherwise). */
   receive(timeoutMs = 60_000): Record<string, unknown> {
     this.#state.assertOpen('receive on a sidecar connection');
+    checkTimeout(timeoutMs);
     const data = Buffer.alloc(ANSWER_BYTES);
     const length = new Uint32Array(1);
     const { api } = this.#library;
@@ -81,4 +83,10 @@ export class SidecarClient {
     this.#state.markClosed();
     check(this.#library, 'kvt_sidecar_client_close', this.#library.api.kvt_sidecar_client_close(this.#socket));
   }
+}
+
+/** A wait's bound as the library takes it (a uint32 of milliseconds), else InvalidArgumentError: -1 would wrap to forever. */
+function checkTimeout(timeoutMs: number): void {
+  if (!Number.isInteger(timeoutMs) || timeoutMs < 0 || timeoutMs > 0xffff_ffff)
+    throw new InvalidArgumentError('timeoutMs', timeoutMs, 'must be an integer number of milliseconds, 0 to 2^32 - 1');
 }

@@ -79,6 +79,24 @@ describe('the adoption sidecar socket', () => {
     expect(() => engine.send(new Uint8Array(65537))).toThrow(expect.objectContaining({ code: 'INVALID_PARAM' }));
   });
 
+  it('refuses a timeout that is not a uint32 of milliseconds instead of waiting forever (-1) or not at all (NaN)', async () => {
+    const { path, listener, next } = listen();
+    const engine = transport.connectSidecar(path);
+    cleanups.push(() => engine.close());
+    const { connection } = await next();
+    // Queued before each wait, so that a wait the client did not refuse returns at once instead of hanging.
+    listener.send(connection, '{"type":"adopted"}');
+    for (const timeoutMs of [-1, NaN, 1.5, 2 ** 32, '10']) {
+      expect(() => engine.receive(timeoutMs as number)).toThrow(
+        expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'timeoutMs' }),
+      );
+      expect(() => engine.adopt(undefined, {}, timeoutMs as number)).toThrow(
+        expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'timeoutMs' }),
+      );
+    }
+    expect(engine.receive(0)).toEqual({ type: 'adopted' });
+  });
+
   it('refuses to map a memfd that may shrink, closing the descriptor it took', () => {
     const c = libc();
     const fd = c.memfd_create('unsealed', 0);
