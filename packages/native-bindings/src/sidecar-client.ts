@@ -52,6 +52,13 @@ export class SidecarClient {
   /** Sends one message (a JSON value, or raw bytes) with optional descriptors. */
   send(message: object | Uint8Array, fds: readonly number[] = []): void {
     this.#state.assertOpen('send through a sidecar connection');
+    if (typeof message !== 'object' || message === null)
+      throw new InvalidArgumentError('message', message, 'must be a Uint8Array or an object to send as JSON');
+    if (!Array.isArray(fds)) throw new InvalidArgumentError('fds', fds, 'must be an array of open file descriptors');
+    fds.forEach((fd, i) => {
+      if (!Number.isInteger(fd) || fd < 0 || fd > 0x7fff_ffff)
+        throw new InvalidArgumentError(`fds[${i}]`, fd, 'must be an open file descriptor (a non-negative int32)');
+    });
     const bytes = message instanceof Uint8Array ? message : Buffer.from(JSON.stringify(message), 'utf8');
     const { api } = this.#library;
     const passed = fds.length === 0 ? null : Int32Array.from(fds);

@@ -64,7 +64,11 @@ export class SidecarListener {
   /** Sends one message (1 to 65536 bytes) to an engine; a NativeTransportError (BUSY, REMOTE_DISCONNECT, NOT_FOUND) otherwise. */
   send(connection: number, data: string | Uint8Array): void {
     this.#state.assertOpen('send on a sidecar connection');
+    if (!Number.isInteger(connection) || connection < 0 || connection > 0xffff_ffff)
+      throw new InvalidArgumentError('connection', connection, 'must be a connection id from a connected event');
     const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
+    if (!(bytes instanceof Uint8Array))
+      throw new InvalidArgumentError('data', data, 'must be a Uint8Array or a string');
     const { api } = this.#library;
     check(this.#library, 'kvt_sidecar_send', api.kvt_sidecar_send(this.#id, connection, bytes, bytes.length));
   }

@@ -97,6 +97,28 @@ describe('the adoption sidecar socket', () => {
     expect(engine.receive(0)).toEqual({ type: 'adopted' });
   });
 
+  it('refuses descriptors that are not open-file numbers, and messages that are not bytes, sending nothing', async () => {
+    const { path, listener, next } = listen();
+    const engine = transport.connectSidecar(path);
+    cleanups.push(() => engine.close());
+    const { connection } = await next();
+    const refused = (argument: string) => expect.objectContaining({ code: 'INVALID_ARGUMENT', argument });
+    // NaN, 1.5 and a string's characters became descriptor 0 (this process's stdin), passed to the sidecar.
+    expect(() => engine.send({ type: 'blocks' }, [NaN])).toThrow(refused('fds[0]'));
+    expect(() => engine.send({ type: 'blocks' }, [1.5])).toThrow(refused('fds[0]'));
+    expect(() => engine.send({ type: 'blocks' }, [-1])).toThrow(refused('fds[0]'));
+    expect(() => engine.send({ type: 'blocks' }, '7' as never)).toThrow(refused('fds'));
+    expect(() => engine.send(undefined as never)).toThrow(refused('message'));
+    expect(() => listener.send(connection, 42 as never)).toThrow(refused('data'));
+    expect(() => listener.send(connection, undefined as never)).toThrow(refused('data'));
+    expect(() => listener.send(NaN, 'x')).toThrow(refused('connection'));
+    // Nothing was sent either way: the next message each side sees is the one sent now.
+    engine.send({ type: 'after' });
+    expect(await next()).toMatchObject({ kind: 'message', data: Buffer.from('{"type":"after"}'), fds: [] });
+    listener.send(connection, '{"type":"after"}');
+    expect(engine.receive(0)).toEqual({ type: 'after' });
+  });
+
   it('refuses to map a memfd that may shrink, closing the descriptor it took', () => {
     const c = libc();
     const fd = c.memfd_create('unsealed', 0);
