@@ -34,4 +34,20 @@ describe('EngineBlocks', () => {
     expect(blocks.renewPin('p')).toBe(false);
     expect(blocks.requestPin('q', [10n]).blocks).toEqual(new Uint32Array(0));
   });
+
+  it('a message naming one block twice leaves it holding the last hash only: the first is never granted from it', () => {
+    const blocks = new EngineBlocks();
+    // Two sequences of one message both naming block 1 (or a `stored` entry and a sequence): it holds 20 now.
+    blocks.store([
+      { block: 1, hash: 10n },
+      { block: 1, hash: 20n },
+    ]);
+    expect(blocks.retained()).toEqual([20n]);
+    expect(blocks.requestPin('p', [10n]).blocks).toEqual(new Uint32Array(0));
+    expect(blocks.requestPin('q', [20n]).blocks).toEqual(Uint32Array.of(1));
+    // Stored again elsewhere later, hash 10 is granted from there.
+    blocks.store([{ block: 3, hash: 10n }]);
+    expect(blocks.requestPin('r', [10n]).blocks).toEqual(Uint32Array.of(3));
+    expect(blocks.retained()).toEqual([20n, 10n]);
+  });
 });

@@ -13,10 +13,16 @@ export class EngineBlocks implements PinAdapter {
   readonly #listeners = new Set<(evicted: readonly EvictedBlock[]) => void>();
   #gone = false;
 
-  /** Records what the engine stored; a block that held another hash reports that one evicted. */
+  /**
+   * Records what the engine stored; a block that held another hash reports that one evicted. A block named
+   * twice holds the last hash it is named with.
+   */
   store(stored: readonly StoredBlock[]): void {
     const evicted = this.#take(stored.map(({ block }) => block));
     for (const { block, hash } of stored) {
+      // The block named earlier in this batch with another hash holds this one now: that hash is not found there.
+      const replaced = this.#hashOfBlock.get(block);
+      if (replaced !== undefined && this.#blockOfHash.get(replaced) === block) this.#blockOfHash.delete(replaced);
       const previous = this.#blockOfHash.get(hash);
       if (previous !== undefined) this.#hashOfBlock.delete(previous);
       this.#hashOfBlock.set(block, hash);
