@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { BlockPool } from './block-pool.js';
 import { AllBlocksPinnedError, EndpointOptionError } from './errors.js';
 import type { EvictedBlock } from './pin-adapter.js';
@@ -81,5 +81,29 @@ describe('BlockPool', () => {
     unsubscribe();
     pool.allocate();
     expect(evicted).toEqual([]);
+  });
+
+  it('an eviction listener that throws is reported as a warning: the slot is still handed out and the others hear of it', () => {
+    const warn = vi.spyOn(process, 'emitWarning').mockImplementation(() => undefined);
+    try {
+      const pool = filled(2, [10n, 11n]);
+      const evicted: EvictedBlock[] = [];
+      pool.onEvicted(() => {
+        throw new Error('listener broke');
+      });
+      pool.onEvicted((blocks) => evicted.push(...blocks));
+      expect(pool.allocate()).toBe(0);
+      expect(evicted).toEqual([{ block: 0, hash: 10n }]);
+      expect(warn.mock.calls.map(([message]) => message)).toEqual([
+        'endpoint: an eviction listener threw: listener broke',
+      ]);
+      // No slot was lost: both go round again, nothing being pinned.
+      pool.commit(0, 20n);
+      expect(pool.allocate()).toBe(1);
+      pool.commit(1, 21n);
+      expect(pool.allocate()).toBe(0);
+    } finally {
+      warn.mockRestore();
+    }
   });
 });

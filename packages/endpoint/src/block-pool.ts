@@ -112,6 +112,19 @@ export class BlockPool implements PinAdapter {
     this.#recency.set(slot, true);
   }
 
+  /** Tells each eviction listener; one that throws is reported as a warning, and the others are told all the same. */
+  #reportEvicted(evicted: readonly EvictedBlock[]): void {
+    for (const listener of this.#evictionListeners) {
+      try {
+        listener(evicted);
+      } catch (error) {
+        process.emitWarning(
+          `endpoint: an eviction listener threw: ${error instanceof Error ? error.message : String(error)}`,
+        );
+      }
+    }
+  }
+
   #evictLeastRecentlyUsed(): number {
     for (const slot of this.#recency.keys()) {
       if (this.pinsOn(slot) > 0) continue;
@@ -119,7 +132,7 @@ export class BlockPool implements PinAdapter {
       this.#recency.delete(slot);
       this.#hashOfSlot.delete(slot);
       this.#slotOfHash.delete(hash);
-      for (const listener of this.#evictionListeners) listener([{ block: slot, hash }]);
+      this.#reportEvicted([{ block: slot, hash }]);
       return slot;
     }
     throw new AllBlocksPinnedError(this.slotCount);
