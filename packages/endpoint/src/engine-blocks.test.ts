@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { EvictedBlock } from './pin-adapter.js';
 import { EngineBlocks } from './engine-blocks.js';
 
@@ -49,5 +49,32 @@ describe('EngineBlocks', () => {
     blocks.store([{ block: 3, hash: 10n }]);
     expect(blocks.requestPin('r', [10n]).blocks).toEqual(Uint32Array.of(3));
     expect(blocks.retained()).toEqual([20n, 10n]);
+  });
+
+  it('an eviction listener that throws is reported as a warning: the others hear of it and the message is recorded whole', () => {
+    const warn = vi.spyOn(process, 'emitWarning').mockImplementation(() => undefined);
+    try {
+      const blocks = new EngineBlocks();
+      blocks.store([
+        { block: 0, hash: 10n },
+        { block: 1, hash: 11n },
+      ]);
+      const evicted: EvictedBlock[][] = [];
+      blocks.onEvicted(() => {
+        throw new Error('listener broke');
+      });
+      blocks.onEvicted((batch) => evicted.push([...batch]));
+      // What the sidecar does with a `blocks` message: its removed, then its stored.
+      blocks.remove([0]);
+      blocks.store([{ block: 1, hash: 12n }]);
+      expect(evicted).toEqual([[{ block: 0, hash: 10n }], [{ block: 1, hash: 11n }]]);
+      expect(blocks.retained()).toEqual([12n]);
+      expect(warn.mock.calls.map(([message]) => message)).toEqual([
+        'endpoint: an eviction listener threw: listener broke',
+        'endpoint: an eviction listener threw: listener broke',
+      ]);
+    } finally {
+      warn.mockRestore();
+    }
   });
 });

@@ -93,6 +93,15 @@ export class EngineBlocks implements PinAdapter {
 
   #report(evicted: readonly EvictedBlock[]): void {
     if (evicted.length === 0) return;
-    for (const listener of this.#listeners) listener(evicted);
+    // One that throws is reported as a warning; the others are told all the same, and the message is recorded whole.
+    for (const listener of this.#listeners) {
+      try {
+        listener(evicted);
+      } catch (error) {
+        process.emitWarning(
+          `endpoint: an eviction listener threw: ${error instanceof Error ? error.message : String(error)}`,
+        );
+      }
+    }
   }
 }
