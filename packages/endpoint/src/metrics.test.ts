@@ -4,6 +4,7 @@ import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { EndpointOptionError, MetricsPortError } from './errors.js';
 import { EndpointMetrics } from './metrics.js';
+import { pinMessageRefusals } from './pin-auth.js';
 
 /** The value of the series `name{labels}` in Prometheus' text format, whatever order its labels are written in. */
 function sample(text: string, series: string): number | undefined {
@@ -24,6 +25,14 @@ function sample(text: string, series: string): number | undefined {
 }
 
 describe('EndpointMetrics', () => {
+  it("kvreuse_pin_messages_refused_total's help names every reason it counts", async () => {
+    const help = (await new EndpointMetrics().text())
+      .split('\n')
+      .find((line) => line.startsWith('# HELP kvreuse_pin_messages_refused_total '));
+    const named = pinMessageRefusals.filter((reason) => new RegExp(`\\b${reason}\\b`).test(help ?? ''));
+    expect(named).toEqual([...pinMessageRefusals]);
+  });
+
   it('counts transfers, bytes, blocks and durations by side, tier and link class', async () => {
     const metrics = new EndpointMetrics({ labels: { worker: 'prefill-0' } });
     metrics.transferCompleted({

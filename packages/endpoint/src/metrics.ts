@@ -145,7 +145,7 @@ export class EndpointMetrics {
     });
     this.#pinMessagesRefused = new Counter({
       name: 'kvreuse_pin_messages_refused_total',
-      help: "Pin messages this process refused, by reason: unauthenticated (no valid tag under the cluster secret), malformed, not-reader (a renewal or release from another agent than the pin's reader), replayed.",
+      help: "Pin messages this process refused, by reason: unauthenticated (no valid tag under the cluster secret), malformed, not-reader (a renewal or release from another agent than the pin's reader), not-source (an answer, renewal confirmation, release acknowledgement or revocation from another agent than the pin's source), replayed.",
       labelNames: ['reason'],
       registers,
     });
