@@ -1,6 +1,7 @@
 // A reference block pool: the framework side of pins for the demo and the tests. Fixed slots, blocks
 // named by their chain hash, LRU eviction of retained blocks that never evicts a pinned one.
 import { AllBlocksPinnedError, EndpointOptionError } from './errors.js';
+import { tellEach } from './listeners.js';
 import type { AdapterGrant, EvictedBlock, PinAdapter } from './pin-adapter.js';
 
 export class BlockPool implements PinAdapter {
@@ -112,19 +113,6 @@ export class BlockPool implements PinAdapter {
     this.#recency.set(slot, true);
   }
 
-  /** Tells each eviction listener; one that throws is reported as a warning, and the others are told all the same. */
-  #reportEvicted(evicted: readonly EvictedBlock[]): void {
-    for (const listener of this.#evictionListeners) {
-      try {
-        listener(evicted);
-      } catch (error) {
-        process.emitWarning(
-          `endpoint: an eviction listener threw: ${error instanceof Error ? error.message : String(error)}`,
-        );
-      }
-    }
-  }
-
   #evictLeastRecentlyUsed(): number {
     for (const slot of this.#recency.keys()) {
       if (this.pinsOn(slot) > 0) continue;
@@ -132,7 +120,7 @@ export class BlockPool implements PinAdapter {
       this.#recency.delete(slot);
       this.#hashOfSlot.delete(slot);
       this.#slotOfHash.delete(hash);
-      this.#reportEvicted([{ block: slot, hash }]);
+      tellEach(this.#evictionListeners, [{ block: slot, hash }], 'an eviction listener');
       return slot;
     }
     throw new AllBlocksPinnedError(this.slotCount);

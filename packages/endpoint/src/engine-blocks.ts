@@ -2,6 +2,7 @@
 // `adopt` and `blocks` messages. The engine owns the memory and is not told of pins: a pin it outran (the
 // block removed or rewritten) is not renewed, and the reader's verification catches a block rewritten
 // between the grant and the read.
+import { tellEach } from './listeners.js';
 import type { AdapterGrant, EvictedBlock, PinAdapter } from './pin-adapter.js';
 import type { StoredBlock } from './adoption-messages.js';
 
@@ -93,15 +94,7 @@ export class EngineBlocks implements PinAdapter {
 
   #report(evicted: readonly EvictedBlock[]): void {
     if (evicted.length === 0) return;
-    // One that throws is reported as a warning; the others are told all the same, and the message is recorded whole.
-    for (const listener of this.#listeners) {
-      try {
-        listener(evicted);
-      } catch (error) {
-        process.emitWarning(
-          `endpoint: an eviction listener threw: ${error instanceof Error ? error.message : String(error)}`,
-        );
-      }
-    }
+    // One that throws does not stop the others, nor the rest of the engine's message.
+    tellEach(this.#listeners, evicted, 'an eviction listener');
   }
 }

@@ -1,6 +1,7 @@
 // The endpoint's explicit lifecycle: which state it is in, which calls each state allows, and an event for
 // every transition, so a caller (and the metrics) always knows where an endpoint stands.
 import { EndpointError } from './errors.js';
+import { tellEach } from './listeners.js';
 
 export type EndpointState =
   | 'created'
@@ -68,15 +69,7 @@ export class EndpointLifecycle {
       );
     this.#state = to;
     const transition = { from, to, reason };
-    for (const listener of this.#listeners) {
-      try {
-        listener(transition);
-      } catch (error) {
-        process.emitWarning(
-          `endpoint: a transition listener threw: ${error instanceof Error ? error.message : String(error)}`,
-        );
-      }
-    }
+    tellEach(this.#listeners, transition, 'a transition listener');
   }
 }
 

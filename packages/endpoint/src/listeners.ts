@@ -1,0 +1,15 @@
+// Listeners the endpoint calls (transitions, evictions): one that throws never stops the others.
+
+/**
+ * Calls each of `listeners` with `value`. One that throws is reported as a process warning (`what` names it,
+ * e.g. "a transition listener") and the others are called all the same.
+ */
+export function tellEach<T>(listeners: Iterable<(value: T) => void>, value: T, what: string): void {
+  for (const listener of listeners) {
+    try {
+      listener(value);
+    } catch (error) {
+      process.emitWarning(`endpoint: ${what} threw: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  }
+}
