@@ -104,5 +104,10 @@ describe('blockChecksums', () => {
     ).toThrow(/too short/);
     expect(() => blockChecksum(template, 7, 'source', banks, 0)).toThrow(/pair = 7/);
     expect(blockChecksum(template, 0, 'source', banks, 1)).toBe(blockChecksums(template, 0, 'source', banks, [1])[0]);
+    // A negative index would read from the end of the bank, a fractional one between blocks.
+    expect(() => blockChecksums(template, 0, 'source', banks, [0, -1])).toThrow(
+      expect.objectContaining({ code: 'INVALID_ENDPOINT_OPTION', option: 'blocks[1]', value: -1 }),
+    );
+    expect(() => blockChecksum(template, 0, 'source', banks, 0.5)).toThrow(/blocks\[0\] = 0\.5/);
   });
 });

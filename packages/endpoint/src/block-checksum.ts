@@ -55,8 +55,12 @@ export function blockChecksums(
 ): Uint32Array {
   const routes = pairRoutes(template, pair, side);
   const sums = new Uint32Array(blocks.length);
+  const listed = !(blocks instanceof Uint32Array);
   for (let i = 0; i < blocks.length; i++) {
     const block = blocks[i] as number;
+    // A negative or fractional index would read other bytes (a negative offset counts from the end).
+    if (listed && !(Number.isSafeInteger(block) && block >= 0))
+      throw new EndpointOptionError(`blocks[${i}]`, block, 'a block index is a whole number ≥ 0');
     let crc = 0;
     for (const { route, bank, base, blockStride, rowStride, rows, rowBytes } of routes) {
       const bytes = banks[bank];
