@@ -20,6 +20,7 @@ extern "C" {
  * An engine keeps the connection open for as long as the sidecar may serve its memory: closing it (or
  * dying) tells the sidecar to withdraw the banks, fail their pins with "engine-gone", wait for reads in
  * flight and unmap its own mapping. The engine stays the owner of the memory throughout.
+ * The calls taking the `socket` kvt_sidecar_client_connect returned refuse a negative one with INVALID_PARAM.
  */
 
 /**

@@ -32,9 +32,18 @@ kvt_status kvt_sidecar_client_connect(const char *path, int32_t *out_socket) {
     return KVT_OK;
 }
 
+/* A socket no call can use: poll ignores a negative descriptor (a receive would wait out its whole timeout). */
+static kvt_status check_socket(const char *call, int32_t socket_fd) {
+    if (socket_fd >= 0) return KVT_OK;
+    return kvt_fail(KVT_ERR_INVALID_PARAM, "%s: socket %d is not a descriptor (kvt_sidecar_client_connect gives one)",
+                    call, socket_fd);
+}
+
 kvt_status kvt_sidecar_client_send(int32_t socket_fd, const uint8_t *data, uint32_t length, const int32_t *fds,
                                    uint32_t fd_count) {
     kvt_detail_clear();
+    kvt_status checked = check_socket("kvt_sidecar_client_send", socket_fd);
+    if (checked != KVT_OK) return checked;
     if (!data || length == 0 || length > KVT_SIDECAR_MAX_MESSAGE)
         return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_sidecar_client_send: a message is 1..%u bytes (got %u)",
                         KVT_SIDECAR_MAX_MESSAGE, length);
@@ -68,6 +77,8 @@ kvt_status kvt_sidecar_client_send(int32_t socket_fd, const uint8_t *data, uint3
 kvt_status kvt_sidecar_client_recv(int32_t socket_fd, uint8_t *data, uint32_t capacity, uint32_t *out_length,
                                    uint32_t timeout_ms) {
     kvt_detail_clear();
+    kvt_status checked = check_socket("kvt_sidecar_client_recv", socket_fd);
+    if (checked != KVT_OK) return checked;
     if (!data || capacity == 0 || !out_length)
         return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_sidecar_client_recv: no buffer");
     struct pollfd polled = {.fd = socket_fd, .events = POLLIN};
@@ -109,6 +120,8 @@ static kvt_status send_adopt(int32_t socket_fd, int32_t memfd, const char *layou
 kvt_status kvt_sidecar_client_adopt(int32_t socket_fd, int32_t memfd, const char *layout_json, char *answer,
                                     uint32_t capacity, uint32_t timeout_ms) {
     kvt_detail_clear();
+    kvt_status checked = check_socket("kvt_sidecar_client_adopt", socket_fd);
+    if (checked != KVT_OK) return checked;
     if (!layout_json || !answer || capacity < 2)
         return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_sidecar_client_adopt: a layout and an answer buffer are needed");
     kvt_status status = send_adopt(socket_fd, memfd, layout_json);

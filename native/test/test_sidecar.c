@@ -174,6 +174,21 @@ static void a_client_finds_no_sidecar_where_none_listens(void) {
     CHECK_DETAIL("no sidecar listens");
 }
 
+/* A socket that is no descriptor at all (a failed connect's -1) is refused at once, naming it: poll ignores a
+ * negative descriptor, so a receive used to wait out its whole timeout (for ever past 2^31 - 1 ms) and answer
+ * TIMEOUT, and a send answered BACKEND with sendmsg's EBADF. */
+static void a_negative_socket_is_refused(void) {
+    uint8_t data[16] = "hello";
+    uint32_t length = 0;
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_sidecar_client_recv(-1, data, sizeof data, &length, 0));
+    CHECK_DETAIL("socket -1");
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_sidecar_client_send(-1, data, 5, NULL, 0));
+    CHECK_DETAIL("socket -1");
+    char answer[64];
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_sidecar_client_adopt(-1, -1, "{}", answer, sizeof answer, 0));
+    CHECK_DETAIL("socket -1");
+}
+
 TEST_MAIN("sidecar", TEST(engine_hands_over_a_memfd_and_the_listener_maps_the_same_memory),
           TEST(packets_the_library_refuses_are_reported_with_their_reason),
-          TEST(a_client_finds_no_sidecar_where_none_listens))
+          TEST(a_client_finds_no_sidecar_where_none_listens), TEST(a_negative_socket_is_refused))
