@@ -11,6 +11,7 @@
 #include "vram_holds.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,6 +154,10 @@ static kvt_status populate(kvt_allocation *allocation, uint32_t flags) {
 static kvt_status check_alloc_params(uint64_t length, uint32_t flags, const uint64_t *out_address) {
     if (!out_address) return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_mem_alloc: out_address is NULL");
     if (length == 0) return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_mem_alloc: length must be > 0");
+    /* No mapping is that large; UCX's rounding to whole pages would wrap it to a tiny segment first. */
+    if (length > (uint64_t)PTRDIFF_MAX)
+        return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_mem_alloc: length %llu is larger than any mapping (at most %lld)",
+                        (unsigned long long)length, (long long)PTRDIFF_MAX);
     if (flags & ~(uint32_t)KVT_ALLOC_MLOCK)
         return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_mem_alloc: unknown flags 0x%x (KVT_ALLOC_MLOCK = 0x%x)", flags,
                         KVT_ALLOC_MLOCK);

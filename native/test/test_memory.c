@@ -38,6 +38,9 @@ static void alloc_is_page_aligned_and_counted(void) {
     CHECK_OK(kvt_mem_free(agent, b));
     uint64_t c;
     CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_alloc(agent, 0, 0, &c));
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_alloc(agent, UINT64_MAX, 0, &c));
+    CHECK_DETAIL("larger than any mapping");
+    CHECK(counter(agent, KVT_COUNTER_LIVE_ALLOCATIONS) == 0, "nothing allocated");
     CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_alloc(agent, 4096, 0x80, &c));
     CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_alloc(agent, 4096, 0, NULL));
     CHECK_OK(kvt_agent_destroy(agent));
