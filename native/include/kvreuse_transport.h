@@ -144,7 +144,9 @@ KVT_API const char *kvt_status_name(kvt_status status);
 /**
  * Detail of the last failing call made by the calling thread (e.g. "descriptor 17: remote offset
  * 1048576 + length 131072 exceeds region 3 length 1048576 of peer 'decode-0'"), or "" after a call
- * that succeeded. Valid until the thread's next kvt_* call. Thread-local storage.
+ * that succeeded. Valid until the thread's next kvt_* call, but for kvt_thread_cpu_ns and a
+ * kvt_thread_usage that succeeds, which leave it as it is (they are read around calls, between a
+ * failure and the read of its detail). Thread-local storage.
  */
 KVT_API const char *kvt_last_error_detail(void);
 
@@ -238,8 +240,10 @@ KVT_API kvt_status kvt_agent_create(const char *name, uint32_t backend, uint32_t
  * kvt_agent_create refuses before starting it, else returns KVT_IN_PROGRESS with the agent id. The
  * progress thread starts the backend, then writes a byte to the wake-up pipe (kvt_agent_wake_fd
  * answers at once) and kvt_agent_start_status answers the outcome. Until it started, only
- * kvt_agent_wake_fd, kvt_agent_start_status and kvt_agent_destroy find the agent (the others answer
- * KVT_ERR_NOT_FOUND); an agent whose start failed must still be destroyed (kvt_agent_destroy: only a join).
+ * kvt_agent_wake_fd, kvt_agent_start_status, kvt_agent_shutdown (which waits for the start),
+ * kvt_agent_shutdown_status (NOT_ALLOWED: not shutting down) and kvt_agent_destroy find the agent (the
+ * others answer KVT_ERR_NOT_FOUND); an agent whose start failed must still be destroyed
+ * (kvt_agent_destroy: only a join).
  */
 KVT_API kvt_status kvt_agent_create_begin(const char *name, uint32_t backend, uint32_t flags, uint32_t *out_agent);
 
@@ -637,7 +641,8 @@ enum {
 
 /**
  * Posts one batch of `count` descriptors (1..KVT_MAX_DESCRIPTORS) as ONE operation against `peer`,
- * which must be KVT_PEER_READY at generation `peer_generation` (else KVT_ERR_NOT_FOUND).
+ * which must be KVT_PEER_READY at generation `peer_generation` (else KVT_ERR_NOT_FOUND: another
+ * generation, or invalidated; KVT_ERR_REMOTE_DISCONNECT when its connection failed).
  *
  * Descriptor i moves length[i] bytes between
  *     local:  region local_regions[local_index[i]],   offset local_offset[i]

@@ -38,9 +38,10 @@ KVT_API kvt_status kvt_mem_alloc_vram(uint32_t agent, uint32_t device, uint64_t 
 
 /**
  * Copies `length` bytes (> 0) of host memory at `source` up to vram at `address`, which must lie inside a
- * vram allocation of this agent (kvt_mem_alloc_vram), and returns once the copy completed. It fills memory
- * kvreuse owns (the demo's KV content) without a CUDA toolkit; it is not a transfer and not ordered with
- * the agent's operations: do not write where an operation is reading or writing.
+ * vram allocation of this agent (kvt_mem_alloc_vram) or a mapping it opened (kvt_mem_open_vram_ipc: another
+ * process's memory, written as it is), and returns once the copy completed. It fills memory kvreuse owns
+ * (the demo's KV content) without a CUDA toolkit; it is not a transfer and not ordered with the agent's
+ * operations, nor with the owner of an opened mapping: do not write where either is reading or writing.
  * Errors: INVALID_PARAM (source, length, a range outside the agent's vram allocations), NOT_SUPPORTED when
  * KVT_CAP_VRAM is 0, BACKEND when the driver refuses the copy (named).
  */
