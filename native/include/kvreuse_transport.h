@@ -763,8 +763,9 @@ enum {
     KVT_COUNTER_NOTIFICATIONS_RECEIVED = 11, /* cumulative */
     KVT_COUNTER_PENDING_NOTIFICATIONS = 12,  /* received, not yet polled */
     KVT_COUNTER_NOTIFICATIONS_DROPPED = 13,  /* cumulative */
-    /* KVT_COUNTER_ERRORS_FIRST + (-code - 1): cumulative count of failing calls and of operations
-     * that ended with that KVT_ERR_* code (e.g. + 5 for KVT_ERR_BUSY). */
+    /* KVT_COUNTER_ERRORS_FIRST + (-code - 1): cumulative count of the agent's failing calls and of
+     * operations that ended with that KVT_ERR_* code (e.g. + 5 for KVT_ERR_BUSY); calls that name no
+     * agent (kvt_capabilities, kvt_thread_usage, the sidecar's) are not counted. */
     KVT_COUNTER_ERRORS_FIRST = 14,
     /* Requests the backend issued for gets and puts (UCX: ucp_get_nbx / ucp_put_nbx calls, each at most
      * KVT_MAX_REQUEST_BYTES, and the active messages asking a source for host-staged chunks; direct copies
