@@ -91,7 +91,14 @@ export class SidecarListener {
     while (this.#state.isOpen) {
       const event = this.#next();
       if (event === undefined) return;
-      this.#onEvent(event);
+      // Thrown here, it would escape the wake-up pipe's handler (an uncaught exception) and hold back the rest.
+      try {
+        this.#onEvent(event);
+      } catch (error) {
+        process.emitWarning(
+          `sidecar listener ${this.path}: onEvent threw: ${error instanceof Error ? error.message : String(error)}`,
+        );
+      }
     }
   }
 

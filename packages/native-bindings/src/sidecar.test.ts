@@ -66,6 +66,31 @@ describe('the adoption sidecar socket', () => {
     expect(existsSync(path)).toBe(false);
   });
 
+  it('goes on after an onEvent that throws: the warning names it, and the next events are handed over', async () => {
+    const directory = mkdtempSync(join(tmpdir(), 'kvreuse-sidecar-'));
+    cleanups.push(() => rmSync(directory, { recursive: true, force: true }));
+    const path = join(directory, 'sidecar.sock');
+    const seen: string[] = [];
+    let wake: (() => void) | undefined;
+    const listener = transport.listenSidecar(path, (event) => {
+      seen.push(event.kind);
+      wake?.();
+      if (event.kind === 'connected') throw new Error('the engine table is full');
+    });
+    cleanups.push(() => listener.close());
+    const warnings: string[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning.message);
+    process.on('warning', onWarning);
+    cleanups.push(() => process.off('warning', onWarning));
+    const engine = transport.connectSidecar(path);
+    cleanups.push(() => engine.close());
+    engine.send({ type: 'blocks', version: 1 });
+    while (seen.length < 2) await new Promise<void>((resolve) => (wake = resolve));
+    expect(seen).toEqual(['connected', 'message']);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(warnings).toEqual([expect.stringContaining('onEvent threw: the engine table is full')]);
+  });
+
   it('answers a refusal as NOT_ALLOWED carrying it; the client refuses a message too large before sending it', async () => {
     const { path, listener, next } = listen();
     const engine = transport.connectSidecar(path);
