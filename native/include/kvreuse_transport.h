@@ -144,9 +144,7 @@ KVT_API const char *kvt_status_name(kvt_status status);
 /**
  * Detail of the last failing call made by the calling thread (e.g. "descriptor 17: remote offset
  * 1048576 + length 131072 exceeds region 3 length 1048576 of peer 'decode-0'"), or "" after a call
- * that succeeded. Valid until the thread's next kvt_* call, but for kvt_thread_cpu_ns and a
- * kvt_thread_usage that succeeds, which leave it as it is (they are read around calls, between a
- * failure and the read of its detail). Thread-local storage.
+ * that succeeded. Valid until the thread's next kvt_* call but kvt_thread_cpu_ns and kvt_thread_usage. Thread-local.
  */
 KVT_API const char *kvt_last_error_detail(void);
 
@@ -236,14 +234,12 @@ enum {
 KVT_API kvt_status kvt_agent_create(const char *name, uint32_t backend, uint32_t flags, uint32_t *out_agent);
 
 /**
- * Creates an agent like kvt_agent_create, without waiting for its backend to start: refuses what
- * kvt_agent_create refuses before starting it, else returns KVT_IN_PROGRESS with the agent id. The
- * progress thread starts the backend, then writes a byte to the wake-up pipe (kvt_agent_wake_fd
- * answers at once) and kvt_agent_start_status answers the outcome. Until it started, only
- * kvt_agent_wake_fd, kvt_agent_start_status, kvt_agent_shutdown (which waits for the start),
- * kvt_agent_shutdown_status (NOT_ALLOWED: not shutting down) and kvt_agent_destroy find the agent (the
- * others answer KVT_ERR_NOT_FOUND); an agent whose start failed must still be destroyed
- * (kvt_agent_destroy: only a join).
+ * Creates an agent like kvt_agent_create, without waiting for its backend to start: refuses what kvt_agent_create
+ * refuses before starting it, else returns KVT_IN_PROGRESS with the agent id. The progress thread starts the backend,
+ * then writes a byte to the wake-up pipe (kvt_agent_wake_fd answers at once) and kvt_agent_start_status answers the
+ * outcome. Until it started, only kvt_agent_wake_fd, kvt_agent_start_status, kvt_agent_shutdown (after the start),
+ * kvt_agent_shutdown_status and kvt_agent_destroy find the agent (the others answer KVT_ERR_NOT_FOUND); an agent
+ * whose start failed must still be destroyed (kvt_agent_destroy: only a join).
  */
 KVT_API kvt_status kvt_agent_create_begin(const char *name, uint32_t backend, uint32_t flags, uint32_t *out_agent);
 
@@ -420,11 +416,10 @@ enum {
  * Every page is backed before the call returns (prefaulted with MADV_POPULATE_WRITE on the calling
  * thread, ~0.25 ms per MiB here; kernels before 5.14 leave pages to their first touch), so memory the
  * system cannot provide is refused here, not at a later first touch.
- * Errors: INVALID_PARAM (length 0 or above PTRDIFF_MAX, flags), NO_MEMORY when no shared memory can
- * hold `length` bytes (UCX tries SysV shared memory, then /dev/shm; its fallback to private memory is
- * refused, since readers could not map it) or the pages cannot be backed — the detail names the size,
- * the backing and the bytes free in /dev/shm —, NOT_ALLOWED (mlock limit), BACKEND. A refusal leaves
- * nothing allocated.
+ * Errors: INVALID_PARAM (length 0 or above PTRDIFF_MAX, flags), NO_MEMORY when no shared memory can hold
+ * `length` bytes (UCX tries SysV shared memory, then /dev/shm; its fallback to private memory is refused,
+ * since readers could not map it) or the pages cannot be backed — the detail names the size, the backing
+ * and the bytes free in /dev/shm —, NOT_ALLOWED (mlock limit), BACKEND. A refusal leaves nothing allocated.
  */
 KVT_API kvt_status kvt_mem_alloc(uint32_t agent, uint64_t length, uint32_t flags, uint64_t *out_address);
 
@@ -640,9 +635,8 @@ enum {
 };
 
 /**
- * Posts one batch of `count` descriptors (1..KVT_MAX_DESCRIPTORS) as ONE operation against `peer`,
- * which must be KVT_PEER_READY at generation `peer_generation` (else KVT_ERR_NOT_FOUND: another
- * generation, or invalidated; KVT_ERR_REMOTE_DISCONNECT when its connection failed).
+ * Posts one batch of `count` descriptors (1..KVT_MAX_DESCRIPTORS) as ONE operation against `peer`, which must be
+ * KVT_PEER_READY at generation `peer_generation` (else KVT_ERR_NOT_FOUND; REMOTE_DISCONNECT: its connection failed).
  *
  * Descriptor i moves length[i] bytes between
  *     local:  region local_regions[local_index[i]],   offset local_offset[i]
@@ -763,9 +757,8 @@ enum {
     KVT_COUNTER_NOTIFICATIONS_RECEIVED = 11, /* cumulative */
     KVT_COUNTER_PENDING_NOTIFICATIONS = 12,  /* received, not yet polled */
     KVT_COUNTER_NOTIFICATIONS_DROPPED = 13,  /* cumulative */
-    /* KVT_COUNTER_ERRORS_FIRST + (-code - 1): cumulative count of the agent's failing calls and of
-     * operations that ended with that KVT_ERR_* code (e.g. + 5 for KVT_ERR_BUSY); calls that name no
-     * agent (kvt_capabilities, kvt_thread_usage, the sidecar's) are not counted. */
+    /* KVT_COUNTER_ERRORS_FIRST + (-code - 1): cumulative count of the agent's failing calls (not those
+     * naming no agent) and of operations that ended with that KVT_ERR_* code (e.g. + 5 for KVT_ERR_BUSY). */
     KVT_COUNTER_ERRORS_FIRST = 14,
     /* Requests the backend issued for gets and puts (UCX: ucp_get_nbx / ucp_put_nbx calls, each at most
      * KVT_MAX_REQUEST_BYTES, and the active messages asking a source for host-staged chunks; direct copies

@@ -103,6 +103,21 @@ async function withdrawUnder(
   await store.revokeLease(lease.id);
 }
 
+/** Calls the publication's `callback`; one that throws is reported as a warning: it must not end the renewals (nor the withdrawal, which waits for them). */
+function tell<E extends Error>(
+  options: RankPublicationOptions,
+  callback: 'onTrouble' | 'onSuperseded',
+  error: E,
+): void {
+  try {
+    (options[callback] as ((error: E) => void) | undefined)?.(error);
+  } catch (thrown) {
+    process.emitWarning(
+      `discovery: a rank publication's ${callback} callback threw: ${thrown instanceof Error ? thrown.message : String(thrown)}`,
+    );
+  }
+}
+
 /**
  * Publishes rank parts of one worker incarnation under a lease and keeps the lease alive until
  * `withdraw()`. It first claims the incarnation's epoch (refused with `SupersededError` if a newer
@@ -132,22 +147,12 @@ export async function startRankPublication(
   let stopped = false;
   let superseded: SupersededError | undefined;
   let renewing: Promise<void> = Promise.resolve();
-  // A callback that throws must not end the renewals (nor the withdrawal, which waits for them).
-  const tell = <E extends Error>(callback: 'onTrouble' | 'onSuperseded', error: E): void => {
-    try {
-      (options[callback] as ((error: E) => void) | undefined)?.(error);
-    } catch (thrown) {
-      process.emitWarning(
-        `discovery: a rank publication's ${callback} callback threw: ${thrown instanceof Error ? thrown.message : String(thrown)}`,
-      );
-    }
-  };
   const stopSuperseded = async (error: SupersededError): Promise<void> => {
     stopped = true;
     superseded = error;
     clearInterval(timer);
     await store.revokeLease(lease.id).catch(() => undefined);
-    tell('onSuperseded', error);
+    tell(options, 'onSuperseded', error);
   };
   const renew = async (): Promise<void> => {
     try {
@@ -157,14 +162,14 @@ export async function startRankPublication(
         await store.keepAlive(lease.id);
       } catch (error) {
         if (!(error instanceof DiscoveryLeaseError)) throw error;
-        tell('onTrouble', error);
+        tell(options, 'onTrouble', error);
         await assertNewestEpoch(store, claimed, 'republishing after the lease was lost', keyOptions);
         lease = await publishUnderNewLease();
       }
     } catch (error) {
       if (stopped) return;
       if (error instanceof SupersededError) await stopSuperseded(error);
-      else tell('onTrouble', error as Error);
+      else tell(options, 'onTrouble', error as Error);
     }
   };
   const timer = setInterval(() => {
