@@ -88,4 +88,11 @@ describe('kvreuse watch', () => {
     );
     expect(out.stderr).toMatch(/--prompt is comma-separated token ids/);
   });
+
+  it('refuses an option it does not take, rather than following without it', async () => {
+    const { out, context } = capture();
+    const args = ['watch', '--vllm', 'tcp://127.0.0.1:1', '--batches', '1', '--bogus', 'x'];
+    expect(await runCli(args, context)).toBe(2);
+    expect(out.stderr).toBe('kvreuse: watch: unexpected argument "--bogus" (see kvreuse watch --help) [USAGE]\n');
+  });
 });

@@ -106,8 +106,11 @@ export const watch: Command = {
   async run(args, context) {
     const endpoint = args.options.get('vllm')?.[0];
     if (endpoint === undefined) throw new UsageError(this.name, '--vllm <endpoint> is required');
-    if (args.positionals.length > 0)
-      throw new UsageError(this.name, `unexpected argument ${JSON.stringify(args.positionals[0])}`);
+    if (args.positionals.length > 0 || args.settingsArgv.length > 0)
+      throw new UsageError(
+        this.name,
+        `unexpected argument ${JSON.stringify([...args.positionals, ...args.settingsArgv][0])}`,
+      );
     const blockTokens = wholeNumberOption('watch', args, 'block-size', 16, 1);
     const batches = wholeNumberOption('watch', args, 'batches', 0, 1);
     if (batches === 0 && context.whenInterrupted === undefined)
