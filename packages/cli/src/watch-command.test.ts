@@ -89,6 +89,24 @@ describe('kvreuse watch', () => {
     expect(out.stderr).toMatch(/--prompt is comma-separated token ids/);
   });
 
+  it('refuses an endpoint it cannot follow, naming it, before it follows any rank', async () => {
+    const refused = async (extra: string[]): Promise<string> => {
+      const { out, context } = capture();
+      expect(await runCli(['watch', '--batches', '1', ...extra], context)).toBe(2);
+      return out.stderr;
+    };
+    expect(await refused(['--vllm', 'notanendpoint'])).toMatch(
+      /^kvreuse: watch: --vllm is tcp:\/\/host:port, ipc:\/\/… or inproc:\/\/…, not "notanendpoint" .*\[USAGE\]\n$/,
+    );
+    expect(await refused(['--vllm', 'tcp://127.0.0.1:1', '--replay', 'bad', '--ranks', '2'])).toMatch(
+      /^kvreuse: watch: --replay is tcp:\/\/host:port, ipc:\/\/… or inproc:\/\/…, not "bad" .*\[USAGE\]\n$/,
+    );
+    // Rank r listens on port + r: the last rank's port must exist.
+    expect(await refused(['--vllm', 'tcp://127.0.0.1:65535', '--ranks', '2'])).toMatch(
+      /^kvreuse: watch: --vllm tcp:\/\/127\.0\.0\.1:65535 leaves no port for rank 1 .*\[USAGE\]\n$/,
+    );
+  });
+
   it('refuses an option it does not take, rather than following without it', async () => {
     const { out, context } = capture();
     const args = ['watch', '--vllm', 'tcp://127.0.0.1:1', '--batches', '1', '--bogus', 'x'];

@@ -34,6 +34,23 @@ function promptOf(args: CommandArgs): number[] | undefined {
   return ids;
 }
 
+/** Every rank's endpoint of `--<name>`: tcp://host:port (rank r on port + r), ipc://… or inproc://… (rank r's `_dp<r>`). */
+function rankEndpointsOf(name: string, endpoint: string, ranks: number): string[] {
+  const tcp = /^tcp:\/\/.+:(\d+)$/.exec(endpoint);
+  if (tcp === null && !/^(?:ipc|inproc):\/\/.+$/.test(endpoint))
+    throw new UsageError(
+      'watch',
+      `--${name} is tcp://host:port, ipc://… or inproc://…, not ${JSON.stringify(endpoint)}`,
+    );
+  const port = tcp === null ? 0 : Number(tcp[1]);
+  if (tcp !== null && (port < 1 || port + ranks - 1 > 65_535))
+    throw new UsageError(
+      'watch',
+      `--${name} ${endpoint} leaves no port for rank ${port < 1 ? 0 : ranks - 1} (rank r follows port + r, from 1 to 65535)`,
+    );
+  return Array.from({ length: ranks }, (_, rank) => rankEndpoint(endpoint, rank));
+}
+
 interface WatchState {
   readonly inventory: RetainedInventory;
   readonly feed: EngineInventoryFeed;
@@ -137,6 +154,8 @@ async function follow(
   const replay = args.options.get('replay')?.[0];
   const ranks = wholeNumberOption('watch', args, 'ranks', 1, 1);
   const json = jsonLinesOf('watch', args);
+  const endpoints = rankEndpointsOf('vllm', endpoint, ranks);
+  const replays = replay === undefined ? undefined : rankEndpointsOf('replay', replay, ranks);
   let applied = 0;
   let stop = (): void => {};
   const stopped = new Promise<void>((resolve) => (stop = resolve));
@@ -144,8 +163,8 @@ async function follow(
   for (let rank = 0; rank < ranks; rank++) {
     const workerId = `${engine}/dp${rank}`;
     const subscriber: EngineEventSubscriber = new EngineEventSubscriber({
-      endpoint: rankEndpoint(endpoint, rank),
-      ...(replay === undefined ? {} : { replayEndpoint: rankEndpoint(replay, rank) }),
+      endpoint: endpoints[rank]!,
+      ...(replays === undefined ? {} : { replayEndpoint: replays[rank]! }),
       workerId,
       feed: state.feed,
       onEvent: (event) => {
