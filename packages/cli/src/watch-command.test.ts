@@ -107,6 +107,12 @@ describe('kvreuse watch', () => {
     );
   });
 
+  it.each(['1,,2', '', '1,2,', ' '])('refuses --prompt %j: an empty token id is no token 0', async (ids) => {
+    const { out, context } = capture();
+    expect(await runCli(['watch', '--vllm', 'tcp://127.0.0.1:1', '--batches', '1', '--prompt', ids], context)).toBe(2);
+    expect(out.stderr).toMatch(/--prompt is comma-separated token ids/);
+  });
+
   it('refuses an option it does not take, rather than following without it', async () => {
     const { out, context } = capture();
     const args = ['watch', '--vllm', 'tcp://127.0.0.1:1', '--batches', '1', '--bogus', 'x'];

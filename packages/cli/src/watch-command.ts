@@ -28,8 +28,10 @@ const watchSalt = fnv1a64(new TextEncoder().encode('kvreuse.watch'));
 function promptOf(args: CommandArgs): number[] | undefined {
   const text = args.options.get('prompt')?.[0];
   if (text === undefined) return undefined;
-  const ids = text.split(',').map((id) => Number(id.trim()));
-  if (ids.some((id) => !Number.isSafeInteger(id) || id < 0 || id > 0xffffffff))
+  const parts = text.split(',').map((id) => id.trim());
+  const ids = parts.map(Number);
+  // Number('') is 0: an empty id (`1,,2`, a trailing comma) is a mistake, not token 0.
+  if (parts.some((id) => !/^\d+$/.test(id)) || ids.some((id) => !Number.isSafeInteger(id) || id > 0xffffffff))
     throw new UsageError('watch', `--prompt is comma-separated token ids, not ${JSON.stringify(text)}`);
   return ids;
 }
