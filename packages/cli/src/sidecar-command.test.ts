@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -86,6 +86,34 @@ describe('kvreuse sidecar', () => {
       vram.supported ? 'bad-ipc-handle' : 'vram-unavailable',
     );
   }, 120_000);
+
+  it('refuses a socket path it cannot listen on before it creates anything', async () => {
+    const folder = mkdtempSync(join(tmpdir(), 'kvreuse-sidecar-cli-'));
+    folders.push(folder);
+    const taken = join(folder, 'taken.sock');
+    writeFileSync(taken, '');
+    const sqlite = join(folder, 'd.sqlite');
+    const refused = async (socket: string): Promise<string> => {
+      const { out, context } = capture();
+      const args = ['sidecar', '--socket', socket, '--engines', '1', '--transport-backend', 'loopback'];
+      const status = await runCli(
+        [...args, '--discovery-backend', 'sqlite', '--discovery-sqlite-path', sqlite],
+        context,
+      );
+      expect(out.stderr.split('\n')).toHaveLength(2);
+      expect(status).toBe(2);
+      return out.stderr;
+    };
+    expect(await refused(taken)).toMatch(/^kvreuse: sidecar: --socket .*taken\.sock exists: remove it first/);
+    expect(await refused(join(folder, 'none', 'engine.sock'))).toMatch(
+      /^kvreuse: sidecar: --socket .*engine\.sock: its folder .*none is not a directory/,
+    );
+    expect(await refused(join(folder, 'a'.repeat(120)))).toMatch(
+      /^kvreuse: sidecar: --socket .*: a unix socket path is at most 107 bytes/,
+    );
+    // No discovery file (nor its secret) left behind by a sidecar that never listened.
+    expect(readdirSync(folder)).toEqual(['taken.sock']);
+  });
 
   it('needs a socket, and refuses memory discovery (no reader could find the engines)', async () => {
     const { out, context } = capture();

@@ -1,4 +1,5 @@
-import { resolve } from 'node:path';
+import { lstatSync, statSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
 import { type DiscoveryStore, openClusterSecret, openDiscovery } from '@kvreuse/discovery';
 import { EngineSidecar, type SidecarReport } from '@kvreuse/endpoint';
 import { loadTransport, type Transport } from '@kvreuse/native-bindings';
@@ -9,6 +10,9 @@ import { UsageError } from './errors.js';
 import { jsonLinesOf, lineOptions } from './output.js';
 import { kvreuseSettings, type Settings } from './settings/all-settings.js';
 import { resolveCommandSettings, settingsHelp, settingsOptions } from './settings/command-settings.js';
+
+/** Linux's `sun_path` holds 108 bytes, the last a NUL. */
+const maxSocketPathBytes = 107;
 
 const options: OptionSpec[] = [
   { name: 'socket', value: '<path>', description: 'where engines connect: a unix socket path that must not exist' },
@@ -58,6 +62,22 @@ function vramGate(settings: Settings, transport: Transport) {
   return { admissionGate: admissionGate(profile, { capabilities, settings, composition: kvreuseSettings }) };
 }
 
+/** The socket's absolute path, checked before anything is opened: it must not exist, its folder must, and it must fit a unix socket address. */
+function socketPathOf(socket: string, cwd: string): string {
+  const path = resolve(cwd, socket);
+  if (lstatSync(path, { throwIfNoEntry: false }) !== undefined)
+    throw new UsageError('sidecar', `--socket ${socket} exists: remove it first if no sidecar uses it`);
+  const folder = dirname(path);
+  if (statSync(folder, { throwIfNoEntry: false })?.isDirectory() !== true)
+    throw new UsageError('sidecar', `--socket ${socket}: its folder ${folder} is not a directory`);
+  if (Buffer.byteLength(path) > maxSocketPathBytes)
+    throw new UsageError(
+      'sidecar',
+      `--socket ${socket}: a unix socket path is at most ${maxSocketPathBytes} bytes, and ${path} has ${Buffer.byteLength(path)}`,
+    );
+  return path;
+}
+
 function enginesToServe(args: CommandArgs, context: CliContext): number {
   const text = args.options.get('engines')?.[0];
   const engines = text === undefined ? 0 : Number(text);
@@ -84,6 +104,7 @@ export const sidecar: Command = {
     if (socket === undefined) throw new UsageError(this.name, '--socket <path> is required');
     if (args.positionals.length > 0)
       throw new UsageError(this.name, `unexpected argument ${JSON.stringify(args.positionals[0])}`);
+    const path = socketPathOf(socket, context.cwd);
     const engines = enginesToServe(args, context);
     const json = jsonLinesOf(this.name, args);
     const { settings } = resolveCommandSettings(args, context);
@@ -97,7 +118,7 @@ export const sidecar: Command = {
     try {
       served = new EngineSidecar({
         transport,
-        path: resolve(context.cwd, socket),
+        path,
         discovery: store,
         secret: openClusterSecret(settings.discovery),
         settings,
