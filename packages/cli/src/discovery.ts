@@ -1,8 +1,8 @@
-import { existsSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { Settings } from './settings/all-settings.js';
 import { type DiscoveryStore, openDiscovery } from '@kvreuse/discovery';
-import { DiscoveryNotFoundError, UsageError } from './errors.js';
+import { DiscoveryNotFoundError, InputFileError, UsageError } from './errors.js';
 
 /**
  * Opens the discovery store the settings name, for reading what other processes published: `sqlite`
@@ -18,7 +18,10 @@ export function openPublishedDiscovery(command: string, settings: Settings['disc
   }
   if (settings.backend === 'sqlite') {
     const path = resolve(cwd, settings.sqlitePath);
-    if (!existsSync(path)) throw new DiscoveryNotFoundError(path);
+    const found = statSync(path, { throwIfNoEntry: false });
+    if (found === undefined) throw new DiscoveryNotFoundError(path);
+    if (found.isDirectory())
+      throw new InputFileError(path, 'a directory, not a SQLite discovery file (set --discovery-sqlite-path)');
     return openDiscovery({ ...settings, sqlitePath: path });
   }
   return openDiscovery(settings);

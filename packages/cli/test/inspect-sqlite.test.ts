@@ -5,7 +5,7 @@ import { EndpointMetrics } from '@kvreuse/endpoint';
 import { openSqliteDiscovery, type SqliteDiscoveryStore } from '@kvreuse/discovery';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pinsWhere } from '../src/inspect-command.js';
-import { runBinary } from './binary.js';
+import { runBinary, runInProcess } from './binary.js';
 import { type PublishedWorker, publishWorker } from './published-worker.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kvreuse-cli-inspect-'));
@@ -190,6 +190,17 @@ describe('kvreuse inspect on a SQLite discovery file written by the registry', (
     ]);
     expect(run.stdout).toBe('');
     expect(existsSync(missing)).toBe(false);
+  });
+
+  it('a SQLite path that is a directory is refused with exit 2, naming it', async () => {
+    const run = await runInProcess(['inspect', '--discovery-sqlite-path', dir], {
+      env: { KVREUSE_DISCOVERY_BACKEND: 'sqlite' },
+    });
+    expect(run.stderrLines).toEqual([
+      `kvreuse: ${dir}: a directory, not a SQLite discovery file (set --discovery-sqlite-path) [INPUT_FILE]`,
+    ]);
+    expect(run.status).toBe(2);
+    expect(run.stdout).toBe('');
   });
 
   it('the memory backend is refused with exit 2: another process can never read it', async () => {
