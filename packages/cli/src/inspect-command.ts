@@ -206,12 +206,19 @@ export const inspect: Command = {
     if (args.positionals.length > 0)
       throw new UsageError(this.name, `unexpected argument ${JSON.stringify(args.positionals[0])}`);
     const format = documentFormatOf(this.name, args);
+    const urls = args.options.get('metrics') ?? [];
+    for (const url of urls)
+      if (!URL.canParse(url) || !/^https?:$/.test(new URL(url).protocol))
+        throw new UsageError(
+          this.name,
+          `--metrics is an http:// or https:// URL (http://host:port/metrics), not ${JSON.stringify(url)}`,
+        );
     const { settings } = resolveCommandSettings(args, context);
     const store = openPublishedDiscovery(this.name, settings.discovery, context.cwd);
     try {
       const result = await inspectDiscovery(store, settings, context.cwd, Date.now());
       const processes: ProcessPins[] = [];
-      for (const url of args.options.get('metrics') ?? []) processes.push(await readProcessPins(url));
+      for (const url of urls) processes.push(await readProcessPins(url));
       const where =
         settings.discovery.backend === 'sqlite'
           ? `sqlite ${settings.discovery.sqlitePath}`

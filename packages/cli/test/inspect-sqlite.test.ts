@@ -192,6 +192,18 @@ describe('kvreuse inspect on a SQLite discovery file written by the registry', (
     expect(existsSync(missing)).toBe(false);
   });
 
+  it.each(['notaurl', 'ftp://127.0.0.1/metrics'])(
+    '--metrics %s, not an http(s) URL, is refused with exit 2 before discovery is read',
+    async (url) => {
+      const run = await runInProcess(['inspect', '--metrics', url], { env });
+      expect(run.stderrLines).toEqual([
+        `kvreuse: inspect: --metrics is an http:// or https:// URL (http://host:port/metrics), not ${JSON.stringify(url)} (see kvreuse inspect --help) [USAGE]`,
+      ]);
+      expect(run.status).toBe(2);
+      expect(run.stdout).toBe('');
+    },
+  );
+
   it('a SQLite path that is a directory is refused with exit 2, naming it', async () => {
     const run = await runInProcess(['inspect', '--discovery-sqlite-path', dir], {
       env: { KVREUSE_DISCOVERY_BACKEND: 'sqlite' },
