@@ -16,8 +16,8 @@ afterEach(() => {
   for (const cleanup of cleanups.splice(0).reverse()) cleanup();
 });
 
-/** A listener in a new temporary folder, and its events as a queue to await one by one. */
-function listen() {
+/** A listener in a new temporary folder, and its events as a queue to await one by one; `react` sees each once queued. */
+function listen(react?: (event: SidecarEvent) => void) {
   const directory = mkdtempSync(join(tmpdir(), 'kvreuse-sidecar-'));
   cleanups.push(() => rmSync(directory, { recursive: true, force: true }));
   const events: SidecarEvent[] = [];
@@ -26,6 +26,7 @@ function listen() {
   const listener = transport.listenSidecar(path, (event) => {
     events.push(event);
     wake?.();
+    react?.(event);
   });
   cleanups.push(() => listener.close());
   const next = async (): Promise<SidecarEvent> => {
@@ -67,17 +68,9 @@ describe('the adoption sidecar socket', () => {
   });
 
   it('goes on after an onEvent that throws: the warning names it, and the next events are handed over', async () => {
-    const directory = mkdtempSync(join(tmpdir(), 'kvreuse-sidecar-'));
-    cleanups.push(() => rmSync(directory, { recursive: true, force: true }));
-    const path = join(directory, 'sidecar.sock');
-    const seen: string[] = [];
-    let wake: (() => void) | undefined;
-    const listener = transport.listenSidecar(path, (event) => {
-      seen.push(event.kind);
-      wake?.();
+    const { path, next } = listen((event) => {
       if (event.kind === 'connected') throw new Error('the engine table is full');
     });
-    cleanups.push(() => listener.close());
     const warnings: string[] = [];
     const onWarning = (warning: Error) => warnings.push(warning.message);
     process.on('warning', onWarning);
@@ -85,8 +78,8 @@ describe('the adoption sidecar socket', () => {
     const engine = transport.connectSidecar(path);
     cleanups.push(() => engine.close());
     engine.send({ type: 'blocks', version: 1 });
-    while (seen.length < 2) await new Promise<void>((resolve) => (wake = resolve));
-    expect(seen).toEqual(['connected', 'message']);
+    expect((await next()).kind).toBe('connected');
+    expect((await next()).kind).toBe('message');
     await new Promise((resolve) => setImmediate(resolve));
     expect(warnings).toEqual([expect.stringContaining('onEvent threw: the engine table is full')]);
   });
