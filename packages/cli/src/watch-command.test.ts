@@ -1,5 +1,6 @@
 import { TestEngine } from '@kvreuse-internal/test-engine';
-import { afterEach, describe, expect, it } from 'vitest';
+import { EngineEventSubscriber } from '@kvreuse/engine-events';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { runCli } from './run.js';
 
 const engines: TestEngine[] = [];
@@ -111,6 +112,17 @@ describe('kvreuse watch', () => {
     const { out, context } = capture();
     expect(await runCli(['watch', '--vllm', 'tcp://127.0.0.1:1', '--batches', '1', '--prompt', ids], context)).toBe(2);
     expect(out.stderr).toMatch(/--prompt is comma-separated token ids/);
+  });
+
+  it('closes the ranks it subscribed when a later rank cannot subscribe', async () => {
+    // Rank 1's ipc path is rank 0's with `_dp1`: 3 bytes past what a unix socket address holds.
+    const path = `/tmp/${'w'.repeat(108 - '/tmp/'.length - 4)}`;
+    const closed = vi.spyOn(EngineEventSubscriber.prototype, 'close');
+    const { out, context } = capture();
+    expect(await runCli(['watch', '--vllm', `ipc://${path}`, '--ranks', '2', '--batches', '1'], context)).toBe(1);
+    expect(out.stderr).toBe('kvreuse: File name too long [ENAMETOOLONG]\n');
+    expect(closed).toHaveBeenCalledOnce();
+    closed.mockRestore();
   });
 
   it('refuses an option it does not take, rather than following without it', async () => {

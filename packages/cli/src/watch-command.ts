@@ -162,31 +162,33 @@ async function follow(
   let stop = (): void => {};
   const stopped = new Promise<void>((resolve) => (stop = resolve));
   const subscribers: EngineEventSubscriber[] = [];
-  for (let rank = 0; rank < ranks; rank++) {
-    const workerId = `${engine}/dp${rank}`;
-    const subscriber: EngineEventSubscriber = new EngineEventSubscriber({
-      endpoint: endpoints[rank]!,
-      ...(replays === undefined ? {} : { replayEndpoint: replays[rank]! }),
-      workerId,
-      feed: state.feed,
-      onEvent: (event) => {
-        if (json) context.stdout(`${jsonOf(workerId, event, state)}\n`);
-        else {
-          const prompt = event.kind === 'batch' ? promptLine(state) : undefined;
-          context.stdout(
-            `${describeEvent(workerId, event, subscriber, state)}\n${prompt === undefined ? '' : `${prompt}\n`}`,
-          );
-        }
-        if (event.kind === 'batch' && ++applied === batches) stop();
-      },
-    });
-    subscribers.push(subscriber);
-  }
-  const takeBack = context.whenInterrupted?.(async () => {
-    stop();
-    await Promise.all(subscribers.map((subscriber) => subscriber.close()));
-  });
+  let takeBack: (() => void) | undefined;
+  // The ranks subscribed are closed however this ends: one that cannot subscribe leaves none behind.
   try {
+    for (let rank = 0; rank < ranks; rank++) {
+      const workerId = `${engine}/dp${rank}`;
+      const subscriber: EngineEventSubscriber = new EngineEventSubscriber({
+        endpoint: endpoints[rank]!,
+        ...(replays === undefined ? {} : { replayEndpoint: replays[rank]! }),
+        workerId,
+        feed: state.feed,
+        onEvent: (event) => {
+          if (json) context.stdout(`${jsonOf(workerId, event, state)}\n`);
+          else {
+            const prompt = event.kind === 'batch' ? promptLine(state) : undefined;
+            context.stdout(
+              `${describeEvent(workerId, event, subscriber, state)}\n${prompt === undefined ? '' : `${prompt}\n`}`,
+            );
+          }
+          if (event.kind === 'batch' && ++applied === batches) stop();
+        },
+      });
+      subscribers.push(subscriber);
+    }
+    takeBack = context.whenInterrupted?.(async () => {
+      stop();
+      await Promise.all(subscribers.map((subscriber) => subscriber.close()));
+    });
     await stopped;
   } finally {
     takeBack?.();
