@@ -1,3 +1,4 @@
+import { fstatSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { agentName, testedBackends, transport } from '../test/support/backends.js';
 import { HandleClosedError, InvalidArgumentError, NativeTransportError } from './errors.js';
@@ -14,7 +15,16 @@ describe('FileMemory', () => {
     expect(memory.range()).toEqual({ address: memory.address, bytes: 4 * PAGE, file: { fd: memory.fd, offset: 0 } });
     memory.close();
     expect(() => memory.view()).toThrow(HandleClosedError);
-    expect(() => memory.close()).toThrow(HandleClosedError);
+  });
+
+  it('does nothing on a second close, leaving a descriptor opened since alone', () => {
+    const memory = FileMemory.create(PAGE);
+    memory.close();
+    const later = FileMemory.create(PAGE);
+    expect(() => memory.close()).not.toThrow();
+    expect(fstatSync(later.fd).size).toBe(PAGE);
+    later.view().fill(0x5a);
+    later.close();
   });
 
   it('refuses a size that is not a positive safe integer', () => {

@@ -109,9 +109,12 @@ export class FileMemory {
     return this.#view;
   }
 
-  /** Unmaps the memory and closes the memfd. An agent that registered a range of it keeps its own duplicate. */
+  /**
+   * Unmaps the memory and closes the memfd; a second call does nothing. An agent that registered a range of
+   * it keeps its own duplicate.
+   */
   close(): void {
-    this.#state.assertOpen('close file memory');
+    if (!this.#state.isOpen) return;
     this.#state.markClosed();
     this.#view = undefined;
     const c = libc();
