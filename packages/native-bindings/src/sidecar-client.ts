@@ -34,6 +34,14 @@ export class SidecarClient {
    */
   adopt(memfd: number | undefined, layout: object, timeoutMs = 60_000): Record<string, unknown> {
     this.#state.assertOpen('adopt through a sidecar connection');
+    if (memfd !== undefined && (!Number.isInteger(memfd) || memfd < 0 || memfd > 0x7fff_ffff))
+      throw new InvalidArgumentError(
+        'memfd',
+        memfd,
+        'must be undefined or an open file descriptor (a non-negative int32)',
+      );
+    if (!isPlainObject(layout))
+      throw new InvalidArgumentError('layout', layout, 'must be a plain object to send as JSON');
     checkTimeout(timeoutMs);
     const answer = Buffer.alloc(ANSWER_BYTES);
     const { api } = this.#library;
@@ -90,6 +98,12 @@ export class SidecarClient {
     this.#state.markClosed();
     check(this.#library, 'kvt_sidecar_client_close', this.#library.api.kvt_sidecar_client_close(this.#socket));
   }
+}
+
+function isPlainObject(value: unknown): value is object {
+  if (typeof value !== 'object' || value === null) return false;
+  const prototype: unknown = Object.getPrototypeOf(value);
+  return prototype === Object.prototype || prototype === null;
 }
 
 /** A wait's bound as the library takes it (a uint32 of milliseconds), else InvalidArgumentError: -1 would wrap to forever. */

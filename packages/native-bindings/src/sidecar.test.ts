@@ -137,6 +137,21 @@ describe('the adoption sidecar socket', () => {
     expect(engine.receive(0)).toEqual({ type: 'after' });
   });
 
+  it('refuses an adopt whose memfd is not a descriptor or whose layout is not a plain object, sending nothing', async () => {
+    const { path, next } = listen();
+    const engine = transport.connectSidecar(path);
+    cleanups.push(() => engine.close());
+    await next();
+    const refused = (argument: string) => expect.objectContaining({ code: 'INVALID_ARGUMENT', argument });
+    // NaN and 1.5 became descriptor 0 or 1 (this process's stdin, stdout), passed to the sidecar.
+    for (const memfd of [NaN, 1.5, -1, 2 ** 31, '3', null])
+      expect(() => engine.adopt(memfd as number, { bytes: PAGE }, 0)).toThrow(refused('memfd'));
+    for (const layout of [undefined, null, 'layout', 42, [PAGE], new Map()])
+      expect(() => engine.adopt(undefined, layout as object, 0)).toThrow(refused('layout'));
+    engine.send({ type: 'after' });
+    expect(await next()).toMatchObject({ kind: 'message', data: Buffer.from('{"type":"after"}'), fds: [] });
+  });
+
   it('refuses to map a memfd that may shrink, closing the descriptor it took', () => {
     const c = libc();
     const fd = c.memfd_create('unsealed', 0);
