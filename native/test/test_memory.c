@@ -569,6 +569,19 @@ static bool mapped_from(uint64_t address, const char *needle) {
     return found;
 }
 
+/* Bytes this process has passed to write() and its kin (/proc/self/io wchar): UCX tests room in /dev/shm by writing a
+ * segment's every byte. */
+static uint64_t bytes_written(void) {
+    FILE *io = fopen("/proc/self/io", "r");
+    CHECK(io != NULL, "open /proc/self/io: %s", strerror(errno));
+    unsigned long long written = 0;
+    char line[128];
+    while (fgets(line, sizeof line, io))
+        if (sscanf(line, "wchar: %llu", &written) == 1) break;
+    fclose(io);
+    return written;
+}
+
 /* Inside full_dev_shm_is_a_typed_refusal's namespaces: /dev/shm is a 24 MiB tmpfs and SysV shared memory
  * takes at most 8 MiB, so a 64 MiB allocation has no shared memory to go to. */
 static void allocation_in_a_small_shm(void) {
@@ -580,20 +593,27 @@ static void allocation_in_a_small_shm(void) {
     uint64_t room = shm_free_bytes(), address = 0;
     CHECK(room < TOO_LARGE && room >= FITS_SHM_ONLY, "/dev/shm is the small tmpfs (%llu bytes free)",
           (unsigned long long)room);
+    /* Refused before any of it is written into /dev/shm (filling it would press every process's memory). */
+    uint64_t written = bytes_written();
     CHECK_STATUS(KVT_ERR_NO_MEMORY, kvt_mem_alloc(agent, TOO_LARGE, 0, &address));
+    CHECK(bytes_written() - written < (1u << 20), "the refusal wrote %llu bytes first",
+          (unsigned long long)(bytes_written() - written));
     CHECK_DETAIL("67108864 bytes");
     char expected[64];
     snprintf(expected, sizeof expected, "/dev/shm has %llu bytes free", (unsigned long long)room);
     CHECK_DETAIL(expected);
+    CHECK_DETAIL("SysV shared memory takes at most " SYSV_LIMIT " bytes");
     CHECK(counter(agent, KVT_COUNTER_LIVE_ALLOCATIONS) == 0 && counter(agent, KVT_COUNTER_ALLOCATED_BYTES) == 0,
           "the refusal left no allocation");
     CHECK(shm_free_bytes() == room, "the refusal left nothing in /dev/shm (%llu bytes free, %llu before)",
           (unsigned long long)shm_free_bytes(), (unsigned long long)room);
 
-    /* Begun off the calling thread: UCX finds no shared memory before any page is backed, so the refusal
-     * comes at once, with nothing left behind. */
+    /* Begun off the calling thread: refused at once too, before UCX is asked, with nothing left behind. */
     uint64_t job = 0;
+    written = bytes_written();
     CHECK_STATUS(KVT_ERR_NO_MEMORY, kvt_mem_alloc_begin(agent, TOO_LARGE, 0, &address, &job));
+    CHECK(bytes_written() - written < (1u << 20), "the refusal wrote %llu bytes first",
+          (unsigned long long)(bytes_written() - written));
     CHECK_DETAIL(expected);
     CHECK(counter(agent, KVT_COUNTER_LIVE_ALLOCATIONS) == 0 && counter(agent, KVT_COUNTER_ALLOCATED_BYTES) == 0,
           "the refusal left no allocation");

@@ -7,8 +7,10 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/shm.h>
 #include <sys/statvfs.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 typedef struct {
     unsigned long long start, end, offset, inode;
@@ -80,4 +82,29 @@ uint64_t kvt_shm_free_bytes(void) {
     struct statvfs shm;
     if (statvfs("/dev/shm", &shm) != 0) return 0;
     return (uint64_t)shm.f_bavail * shm.f_frsize;
+}
+
+/* The largest segment SysV shared memory takes now: kernel.shmmax, within the pages kernel.shmall leaves to this
+ * IPC namespace; UINT64_MAX when it cannot be asked. */
+static uint64_t sysv_room_bytes(uint64_t page) {
+    struct shminfo limits;
+    struct shm_info usage;
+    if (shmctl(0, IPC_INFO, (struct shmid_ds *)(void *)&limits) < 0 ||
+        shmctl(0, SHM_INFO, (struct shmid_ds *)(void *)&usage) < 0)
+        return UINT64_MAX;
+    uint64_t pages_left = limits.shmall > usage.shm_tot ? limits.shmall - usage.shm_tot : 0;
+    uint64_t left = pages_left > UINT64_MAX / page ? UINT64_MAX : pages_left * page;
+    return limits.shmmax < left ? limits.shmmax : left;
+}
+
+bool kvt_shared_memory_room(uint64_t length, char *why, size_t why_size) {
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t segment = (length + page - 1) / page * page;
+    struct statvfs shm;
+    uint64_t shm_free = statvfs("/dev/shm", &shm) == 0 ? (uint64_t)shm.f_bavail * shm.f_frsize : UINT64_MAX;
+    uint64_t sysv = sysv_room_bytes(page);
+    if (segment <= shm_free || segment <= sysv) return true;
+    snprintf(why, why_size, "/dev/shm has %llu bytes free and SysV shared memory takes at most %llu bytes",
+             (unsigned long long)shm_free, (unsigned long long)sysv);
+    return false;
 }

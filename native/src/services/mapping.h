@@ -18,5 +18,8 @@ bool kvt_mapping_of_file(uint64_t address, uint64_t length, uint64_t device, uin
                          char *why, size_t why_size);
 /* Bytes free in /dev/shm (0 when it cannot be asked). */
 uint64_t kvt_shm_free_bytes(void);
+/* Whether SysV shared memory or /dev/shm has room for a segment of `length` bytes (whole pages); else false, with
+ * how much each has in `why`. A limit that cannot be asked counts as room. */
+bool kvt_shared_memory_room(uint64_t length, char *why, size_t why_size);
 
 #endif

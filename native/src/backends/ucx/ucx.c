@@ -318,6 +318,13 @@ static kvt_status ucx_start(kvt_agent *agent, char *detail, size_t detail_size) 
 
 static kvt_status ucx_alloc(kvt_agent *agent, kvt_allocation *allocation, char *detail, size_t detail_size) {
     ucx_state *state = state_of(agent);
+    /* Refused before UCX tries: it tests /dev/shm by writing the whole segment there, filling it meanwhile. */
+    char room[160];
+    if (state->shared_memory && !kvt_shared_memory_room(allocation->length, room, sizeof room)) {
+        snprintf(detail, detail_size, "kvt_mem_alloc: no shared memory for %llu bytes: %s",
+                 (unsigned long long)allocation->length, room);
+        return KVT_ERR_NO_MEMORY;
+    }
     ucp_mem_map_params_t params = {
         .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS,
         .address = NULL,
