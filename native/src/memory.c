@@ -428,62 +428,59 @@ static bool range_mapped(uint64_t address, uint64_t length, uint64_t *out_unmapp
     return true;
 }
 
-static kvt_status check_register_params(uint64_t address, uint64_t length, uint32_t kind, uint32_t device,
-                                        const uint32_t *out_region) {
-    if (!out_region) return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_mem_register: out_region is NULL");
-    if (address == 0) return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_mem_register: address is 0");
+static kvt_status check_register_params(const char *call, uint64_t address, uint64_t length, uint32_t kind,
+                                        uint32_t device, const uint32_t *out_region) {
+    if (!out_region) return kvt_fail(KVT_ERR_INVALID_PARAM, "%s: out_region is NULL", call);
+    if (address == 0) return kvt_fail(KVT_ERR_INVALID_PARAM, "%s: address is 0", call);
     if (length == 0)
-        return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_mem_register: length is 0 (address 0x%llx)",
-                        (unsigned long long)address);
+        return kvt_fail(KVT_ERR_INVALID_PARAM, "%s: length is 0 (address 0x%llx)", call, (unsigned long long)address);
     if (address + length < address)
-        return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_mem_register: [0x%llx, +%llu) wraps around the address space",
+        return kvt_fail(KVT_ERR_INVALID_PARAM, "%s: [0x%llx, +%llu) wraps around the address space", call,
                         (unsigned long long)address, (unsigned long long)length);
     uint64_t unmapped = 0;
     if (kind == KVT_MEM_DRAM && !range_mapped(address, length, &unmapped))
         return kvt_fail(KVT_ERR_INVALID_PARAM,
-                        "kvt_mem_register: [0x%llx, +%llu) is not mapped in this process (no mapping in the chunk at "
+                        "%s: [0x%llx, +%llu) is not mapped in this process (no mapping in the chunk at "
                         "0x%llx); register memory this process allocated",
-                        (unsigned long long)address, (unsigned long long)length, (unsigned long long)unmapped);
+                        call, (unsigned long long)address, (unsigned long long)length, (unsigned long long)unmapped);
     if (kind == KVT_MEM_VRAM) return KVT_OK; /* the driver's checks: register_range, once it knows the allocation */
     if (kind != KVT_MEM_DRAM)
-        return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_mem_register: unknown memory kind %u (dram = 0, vram = 1)", kind);
-    if (device != 0)
-        return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_mem_register: dram must use device 0 (got %u)", device);
+        return kvt_fail(KVT_ERR_INVALID_PARAM, "%s: unknown memory kind %u (dram = 0, vram = 1)", call, kind);
+    if (device != 0) return kvt_fail(KVT_ERR_INVALID_PARAM, "%s: dram must use device 0 (got %u)", call, device);
     return KVT_OK;
 }
 
 /* Overlap, limits and the register fault; finds the allocation the range is exactly, if any. */
-static kvt_status check_register_locked(kvt_agent *agent, uint64_t address, uint64_t length, uint32_t kind,
-                                        uint32_t device, const kvt_allocation **exact) {
+static kvt_status check_register_locked(kvt_agent *agent, const char *call, uint64_t address, uint64_t length,
+                                        uint32_t kind, uint32_t device, const kvt_allocation **exact) {
     for (uint32_t i = 0; i < agent->region_count; i++) {
         const kvt_region *region = agent->regions[i];
         if (region->kind == kind && region->device == device && region->address < address + length &&
             address < region->address + region->length)
             return kvt_fail(KVT_ERR_INVALID_PARAM,
-                            "kvt_mem_register: [0x%llx, +%llu) overlaps region %u [0x%llx, +%llu) already registered "
+                            "%s: [0x%llx, +%llu) overlaps region %u [0x%llx, +%llu) already registered "
                             "on %s device %u",
-                            (unsigned long long)address, (unsigned long long)length, region->id,
+                            call, (unsigned long long)address, (unsigned long long)length, region->id,
                             (unsigned long long)region->address, (unsigned long long)region->length, kind_name(kind),
                             device);
     }
     if (agent->region_count >= KVT_MAX_REGIONS)
-        return kvt_fail(KVT_ERR_NOT_ALLOWED, "kvt_mem_register: agent '%s' already has the maximum of %u regions",
-                        agent->name, KVT_MAX_REGIONS);
+        return kvt_fail(KVT_ERR_NOT_ALLOWED, "%s: agent '%s' already has the maximum of %u regions", call, agent->name,
+                        KVT_MAX_REGIONS);
     *exact = NULL;
     for (uint32_t i = 0; i < agent->allocation_count; i++) {
         const kvt_allocation *allocation = &agent->allocations[i];
         if (allocation->populating && allocation->address < address + length &&
             address < allocation->address + allocation->length)
             return kvt_fail(KVT_ERR_BUSY,
-                            "kvt_mem_register: [0x%llx, +%llu) lies in allocation 0x%llx (%llu bytes), still being "
+                            "%s: [0x%llx, +%llu) lies in allocation 0x%llx (%llu bytes), still being "
                             "populated",
-                            (unsigned long long)address, (unsigned long long)length,
+                            call, (unsigned long long)address, (unsigned long long)length,
                             (unsigned long long)allocation->address, (unsigned long long)allocation->length);
         if (allocation->address == address && allocation->length == length) *exact = allocation;
     }
     kvt_status fault = kvt_fault_take_locked(&agent->faults, KVT_FAULT_REGISTER);
-    if (fault != KVT_OK)
-        return kvt_fail(fault, "kvt_mem_register: injected fault (register) on agent '%s'", agent->name);
+    if (fault != KVT_OK) return kvt_fail(fault, "%s: injected fault (register) on agent '%s'", call, agent->name);
     return KVT_OK;
 }
 
@@ -515,7 +512,7 @@ static kvt_status register_range(uint32_t agent_id, const char *call, uint64_t a
     kvt_agent *agent;
     kvt_status status = kvt_enter(agent_id, call, &agent);
     if (status != KVT_OK) return status;
-    status = check_register_params(address, length, kind, device, out_region);
+    status = check_register_params(call, address, length, kind, device, out_region);
     if (status != KVT_OK) return kvt_agent_finish(agent, status);
 
     pthread_mutex_lock(&agent->config_lock); /* allocations cannot change until we are done */
@@ -528,7 +525,7 @@ static kvt_status register_range(uint32_t agent_id, const char *call, uint64_t a
     /* Growing moves the region table, which other agents' loopback reads walk holding region_lock. */
     pthread_rwlock_wrlock(&agent->region_lock);
     pthread_mutex_lock(&agent->lock);
-    if (status == KVT_OK) status = check_register_locked(agent, address, length, kind, device, &exact);
+    if (status == KVT_OK) status = check_register_locked(agent, call, address, length, kind, device, &exact);
     /* A copy: an allocation refused on the progress thread leaves the table (moving another entry). */
     kvt_allocation exact_copy;
     if (status == KVT_OK && exact) {
@@ -539,7 +536,7 @@ static kvt_status register_range(uint32_t agent_id, const char *call, uint64_t a
         uint32_t capacity = agent->region_capacity ? agent->region_capacity * 2 : 16;
         kvt_region **grown = realloc(agent->regions, capacity * sizeof *grown);
         if (!grown)
-            status = kvt_fail(KVT_ERR_NO_MEMORY, "kvt_mem_register: out of memory");
+            status = kvt_fail(KVT_ERR_NO_MEMORY, "%s: out of memory", call);
         else {
             agent->regions = grown;
             agent->region_capacity = capacity;
@@ -551,7 +548,7 @@ static kvt_status register_range(uint32_t agent_id, const char *call, uint64_t a
     kvt_region *region = NULL;
     if (status == KVT_OK) {
         region = calloc(1, sizeof *region);
-        if (!region) status = kvt_fail(KVT_ERR_NO_MEMORY, "kvt_mem_register: out of memory");
+        if (!region) status = kvt_fail(KVT_ERR_NO_MEMORY, "%s: out of memory", call);
     }
     if (status == KVT_OK) {
         *region = (kvt_region){.kind = kind, .device = device, .address = address, .length = length, .file_fd = -1};

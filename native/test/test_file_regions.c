@@ -20,6 +20,36 @@ static void refused(uint32_t agent, uint64_t address, uint64_t length, int fd, u
     CHECK_DETAIL(why);
 }
 
+#define CHECK_DETAIL_NAMES_THE_CALL()                                                                                  \
+    CHECK(strncmp(kvt_last_error_detail(), "kvt_mem_register_fd: ", 21) == 0, "detail '%s' names another call",        \
+          kvt_last_error_detail())
+
+/* The refusals kvt_mem_register_fd shares with kvt_mem_register name the call the caller made. */
+static void shared_refusals_name_kvt_mem_register_fd(void) {
+    uint32_t agent = make_agent("file-shared-refusals");
+    int fd;
+    uint8_t *memory = file_memory_map(LENGTH, &fd);
+    uint64_t address = (uint64_t)(uintptr_t)memory;
+    uint32_t region;
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_register_fd(agent, address, LENGTH, fd, 0, NULL));
+    CHECK_DETAIL_NAMES_THE_CALL();
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_register_fd(agent, 0, LENGTH, fd, 0, &region));
+    CHECK_DETAIL_NAMES_THE_CALL();
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_register_fd(agent, address, 0, fd, 0, &region));
+    CHECK_DETAIL_NAMES_THE_CALL();
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_register_fd(agent, address, UINT64_MAX, fd, 0, &region));
+    CHECK_DETAIL_NAMES_THE_CALL();
+    CHECK_OK(kvt_mem_register_fd(agent, address, LENGTH, fd, 0, &region));
+    uint32_t overlapping;
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_register_fd(agent, address, 4096, fd, 0, &overlapping));
+    CHECK_DETAIL("overlaps region");
+    CHECK_DETAIL_NAMES_THE_CALL();
+    CHECK_OK(kvt_mem_deregister(agent, region));
+    CHECK_OK(kvt_agent_destroy(agent));
+    munmap(memory, LENGTH);
+    close(fd);
+}
+
 static void registration_refuses_what_is_not_a_shared_mapping_of_the_file(void) {
     uint32_t agent = make_agent("file-refusals");
     int fd;
@@ -275,7 +305,7 @@ static void a_cancelled_read_ends_at_once(void) {
 }
 
 TEST_MAIN("file_regions", TEST(registration_refuses_what_is_not_a_shared_mapping_of_the_file),
-          TEST(another_process_is_read_through_its_file), TEST(a_reader_that_cannot_open_the_fds_reads_through_ucx),
-          TEST(withdrawal_before_the_copy_fails_the_read),
+          TEST(shared_refusals_name_kvt_mem_register_fd), TEST(another_process_is_read_through_its_file),
+          TEST(a_reader_that_cannot_open_the_fds_reads_through_ucx), TEST(withdrawal_before_the_copy_fails_the_read),
           TEST(withdrawal_between_the_copy_and_the_check_fails_the_read),
           TEST(withdrawal_after_the_check_keeps_the_bytes_read), TEST(a_cancelled_read_ends_at_once))
