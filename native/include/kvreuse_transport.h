@@ -413,15 +413,13 @@ enum {
  * Measured with UCX 1.13 on one host: other processes read such memory ~10x faster than caller
  * memory (malloc, framework banks), which they can only read through active messages answered by
  * this agent's progress thread.
- * Every page is backed before the call returns (prefaulted with MADV_POPULATE_WRITE on the calling
- * thread, ~0.25 ms per MiB here; kernels before 5.14 leave pages to their first touch), so memory the
- * system cannot provide is refused here, not at a later first touch.
- * Errors: INVALID_PARAM (length 0 or above PTRDIFF_MAX, flags), NO_MEMORY when no shared memory can hold
- * `length` bytes (UCX tries SysV shared memory, then /dev/shm; a length that neither kernel.shmmax and
- * kernel.shmall nor the bytes free in /dev/shm leave room for is refused before UCX writes any of it there;
- * its fallback to private memory is refused, since readers could not map it) or the pages cannot be backed — the
- * detail names the size, the backing and the bytes free in /dev/shm —, NOT_ALLOWED (mlock limit), BACKEND. A
- * refusal leaves nothing allocated.
+ * Every page is backed before the call returns (prefaulted with MADV_POPULATE_WRITE on the calling thread, ~0.25 ms
+ * per MiB here; kernels before 5.14 leave pages to their first touch), so memory the system cannot provide is refused
+ * here, not at a later first touch. Errors: INVALID_PARAM (length 0 or above PTRDIFF_MAX, flags), NO_MEMORY when no
+ * shared memory can hold `length` bytes (UCX tries SysV shared memory, then /dev/shm: a length above both kernel.shmmax
+ * and the bytes free in /dev/shm is refused before UCX writes any of it; its fallback to private memory is refused,
+ * since readers could not map it) or the pages cannot be backed — the detail names the size, the backing and the bytes
+ * free in /dev/shm —, NOT_ALLOWED (mlock limit), BACKEND. A refusal leaves nothing allocated.
  */
 KVT_API kvt_status kvt_mem_alloc(uint32_t agent, uint64_t length, uint32_t flags, uint64_t *out_address);
 
