@@ -19,11 +19,17 @@ export abstract class DrainError extends KvreuseError<DrainErrorCode> {}
 
 const show = describeValue;
 
-/** Intake is stopped: the ledger is draining or shut down, and refuses new operations at once. */
+/**
+ * Intake is stopped, and `action` is refused at once: by default because the ledger is draining or shut
+ * down; `reason` says what else is closed for a drain when it is not the ledger.
+ */
 export class DrainingError extends DrainError {
   readonly code = 'DRAINING';
-  constructor(readonly action: string) {
-    super(`cannot ${action}: the operation ledger is draining; no new operation is admitted`);
+  constructor(
+    readonly action: string,
+    readonly reason = 'the operation ledger is draining; no new operation is admitted',
+  ) {
+    super(`cannot ${action}: ${reason}`);
   }
 }
 

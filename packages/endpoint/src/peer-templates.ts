@@ -66,7 +66,11 @@ export class PeerTemplates {
    * generation. Once closed, `DrainingError`: the rank's banks are about to be deregistered.
    */
   registered(options: PairTemplate): RegisteredTemplate {
-    if (this.#closed) throw new DrainingError('register a transfer template');
+    if (this.#closed)
+      throw new DrainingError(
+        'register a transfer template',
+        'this rank is draining: its transfer templates are closed; no new transfer is started',
+      );
     const { template, pair, direction, remote, peer, local } = options;
     const key = `${direction}/${remote.workerId}/${remote.incarnation}/${peer.generation}/${pair}`;
     let registered = this.#registered.get(key);

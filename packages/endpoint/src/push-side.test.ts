@@ -104,4 +104,29 @@ describe('ReuseEndpoint.push', () => {
     expect((await draining).banksRetained).toEqual([]);
     expect(seen).toEqual(['the push returned', 'the drain goes on, 6 WRITEs posted']);
   });
+
+  it("a push still loading its destination at the drain's deadline is refused because the rank's transfer templates are closed, posting nothing", async () => {
+    const { reader, prefill } = await servingPair(cleanups);
+    const loads: (() => void)[] = [];
+    const loadPeer = reader.agent.loadPeerInBackground.bind(reader.agent);
+    vi.spyOn(reader.agent, 'loadPeerInBackground').mockImplementation(
+      (...args) => new Promise((resolve) => loads.push(() => resolve(loadPeer(...args)))),
+    );
+    const pushing = reader.endpoint.push({
+      workerId: 'decode-0',
+      sourceBlocks: Uint32Array.of(0),
+      destinationBlocks: Uint32Array.of(5),
+    });
+    await vi.waitFor(() => expect(loads).toHaveLength(1), { timeout: 20_000, interval: 5 });
+    const draining = reader.endpoint.drain({ deadlineMs: 1_000 });
+    prefill.clock.advance(1_000);
+    expect((await draining).banksRetained).toEqual([]);
+    for (const load of loads) load();
+    const refused = await pushing.catch((error: unknown) => error);
+    expect(codeOf(refused)).toBe('DRAINING');
+    expect((refused as Error).message).toBe(
+      'cannot register a transfer template: this rank is draining: its transfer templates are closed; no new transfer is started',
+    );
+    expect(reader.endpoint.ledger.counts().posted).toBe(0);
+  });
 });
