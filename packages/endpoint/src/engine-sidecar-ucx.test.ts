@@ -5,7 +5,7 @@
 import { createHash } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { blockHash, noneHash } from '@kvreuse-internal/test-engine';
-import type { Geometry } from '@kvreuse/descriptors';
+import { type Geometry, layoutRankBanks } from '@kvreuse/descriptors';
 import { openClusterSecret } from '@kvreuse/discovery';
 import { blockHashScheme, hashBlockChain } from '@kvreuse/inventory';
 import { watchWorkerReadiness, type WorkerReadiness } from '@kvreuse/discovery';
@@ -188,6 +188,54 @@ describe.skipIf(!ucxTestsRun)('EngineSidecar across processes on ucx', () => {
       expect(Buffer.compare(landed, Buffer.concat(Array.from({ length: 8 }, () => pattern)))).toBe(0);
     }
   }, 180_000);
+
+  it('refuses a second connection adopting a worker rank and incarnation already served, and keeps serving the first', async () => {
+    const { store, socket, sidecar } = await startSidecar();
+    const layout = {
+      workerId: 'engine-twin',
+      incarnation: 'engine-twin-1',
+      geometry: testGeometry,
+      blocks: BLOCKS,
+    };
+    const end = layoutRankBanks(
+      testGeometry,
+      { tpRank: 0, tpSize: 1, ppRank: 0, ppSize: 1 },
+      { address: 0n, blocks: BLOCKS },
+    ).at(-1)!;
+    const adoptAs = () => {
+      const memory = FileMemory.create(Number(end.address + end.bytes));
+      cleanups.push(() => memory.close());
+      const client = transport.connectSidecar(socket);
+      cleanups.push(() => client.close());
+      return { client, adopt: () => client.adopt(memory.fd, layout) };
+    };
+    const first = adoptAs();
+    expect(first.adopt()).toMatchObject({ type: 'adopted', workerId: 'engine-twin', incarnation: 'engine-twin-1' });
+    expect(await sidecar.next('adopted')).toMatchObject({ workerId: 'engine-twin', incarnation: 'engine-twin-1' });
+
+    const second = adoptAs();
+    expect(second.adopt).toThrow(expect.objectContaining({ code: 'NOT_ALLOWED' }));
+    const refused = await sidecar.next('refused');
+    expect(refused).toMatchObject({
+      reason: 'already-adopted',
+      detail:
+        'worker engine-twin incarnation engine-twin-1, rank tp 0 pp 0, is adopted by another connection, which serves it on',
+    });
+    sidecar.send({});
+    expect(await sidecar.next('state')).toMatchObject({ engines: 1, mappings: 1 });
+    const watch = await watchWorkerReadiness(store, 'engine-twin', { onChange: () => {} });
+    cleanups.push(() => watch.close());
+    await vi.waitFor(() => expect(watch.current.ready).toBe(true), { timeout: 60_000, interval: 10 });
+    first.client.close();
+    expect(await sidecar.next('withdrawn')).toMatchObject({
+      workerId: 'engine-twin',
+      banksReturned: 4,
+      unmapped: true,
+    });
+    // Withdrawn, the rank can be adopted again.
+    expect(second.adopt()).toMatchObject({ type: 'adopted', workerId: 'engine-twin', incarnation: 'engine-twin-1' });
+    expect(await sidecar.next('adopted')).toMatchObject({ workerId: 'engine-twin', incarnation: 'engine-twin-1' });
+  }, 120_000);
 
   it('refuses malformed and unsupported messages with their reasons, and runs on', async () => {
     const { socket, sidecar } = await startSidecar();

@@ -35,6 +35,7 @@ import {
   type StoredBlock,
 } from './adoption-messages.js';
 import { EngineBlocks } from './engine-blocks.js';
+import { describeRank } from './errors.js';
 import { ReuseEndpoint } from './reuse-endpoint.js';
 import type { endpointGroup } from './settings.js';
 
@@ -98,6 +99,9 @@ export interface AdoptedEngine {
   readonly blocks: EngineBlocks;
 }
 
+/** An adopt's layout with its incarnation: the engine's own, or drawn by the sidecar. */
+type IncarnatedLayout = AdoptLayout & { readonly incarnation: string };
+
 interface Connection {
   readonly id: number;
   /** Its events, handled one after another. */
@@ -108,16 +112,23 @@ interface Connection {
         readonly blocksPerBank: number;
         /** How the engine's token sequences are hashed into the chain hashes readers pin by. */
         readonly scheme: BlockHashScheme;
+        /** Its worker, incarnation and rank, as #ranks holds them. */
+        readonly rankKey: string;
       })
     | undefined;
 }
 
 let sequence = 0;
 
+/** The incarnation of an engine that names none: a restarted engine is a new one. */
+const drawIncarnation = (workerId: string) => `${workerId}-${randomBytes(6).toString('hex')}`;
+
 export class EngineSidecar {
   readonly #options: EngineSidecarOptions;
   readonly #listener: SidecarListener;
   readonly #connections = new Map<number, Connection>();
+  /** The ranks (worker, incarnation, rank) adopted or being adopted, each by one connection. */
+  readonly #ranks = new Set<string>();
   #closing: Promise<void> | undefined;
 
   constructor(options: EngineSidecarOptions) {
@@ -198,7 +209,25 @@ export class EngineSidecar {
       closeReceivedFds(fds);
       return this.#refuse(connection, 'bad-blocks', chained);
     }
-    await this.#adopt(connection, message.layout, [...message.stored, ...chained], fds[0]);
+    const { workerId, tpRank, ppRank } = message.layout;
+    const layout = { ...message.layout, incarnation: message.layout.incarnation ?? drawIncarnation(workerId) };
+    const rankKey = JSON.stringify([workerId, layout.incarnation, tpRank, ppRank]);
+    if (this.#ranks.has(rankKey)) {
+      closeReceivedFds(fds);
+      const rank = `worker ${workerId} incarnation ${layout.incarnation}, rank ${describeRank({ tpRank, ppRank })},`;
+      return this.#refuse(
+        connection,
+        'already-adopted',
+        `${rank} is adopted by another connection, which serves it on`,
+      );
+    }
+    // Claimed before the first wait: a connection adopting the same rank meanwhile is refused too.
+    this.#ranks.add(rankKey);
+    try {
+      await this.#adopt(connection, layout, rankKey, [...message.stored, ...chained], fds[0]);
+    } finally {
+      if (connection.adopted === undefined) this.#ranks.delete(rankKey);
+    }
   }
 
   /** Why this sidecar cannot adopt the engine's GPU memory (no admission gate, no usable driver), if it cannot. */
@@ -244,7 +273,8 @@ export class EngineSidecar {
 
   async #adopt(
     connection: Connection,
-    layout: AdoptLayout,
+    layout: IncarnatedLayout,
+    rankKey: string,
     stored: readonly StoredBlock[],
     fd: number | undefined,
   ): Promise<void> {
@@ -279,17 +309,17 @@ export class EngineSidecar {
       const holder = memory.kind === 'dram' ? 'the memfd' : "the engine's GPU allocation";
       return refuse('too-small', `the layout needs ${needed} bytes, ${holder} holds ${memory.bytes}`);
     }
-    await this.#serve(connection, layout, stored, opened, specs);
+    await this.#serve(connection, layout, rankKey, stored, opened, specs);
   }
 
   async #serve(
     connection: Connection,
-    layout: AdoptLayout,
+    layout: IncarnatedLayout,
+    rankKey: string,
     stored: readonly StoredBlock[],
     { memory, agent }: { memory: AdoptedMemory; agent: Agent },
     specs: ReturnType<typeof layoutRankBanks>,
   ): Promise<void> {
-    const incarnation = layout.incarnation ?? `${layout.workerId}-${randomBytes(6).toString('hex')}`;
     const blocks = new EngineBlocks();
     blocks.store(stored);
     // Each bank handed back drops a hold on the mapping; the last one drops it (never while a bank is retained),
@@ -299,7 +329,7 @@ export class EngineSidecar {
       returned += 1;
       if (returned === specs.length && memory.isOpen) await memory.close();
     };
-    const { tpRank, ppRank, workerId } = layout;
+    const { tpRank, ppRank, workerId, incarnation } = layout;
     const offsetOf = (address: bigint) => Number(address - memory.address);
     // Host memory is registered with the memfd: readers on this host copy out of the engine's file at memory speed.
     const { fd } = memory;
@@ -318,7 +348,7 @@ export class EngineSidecar {
     const bankBytes = specs.flatMap((spec) => memory.bytesAt(offsetOf(spec.address), Number(spec.bytes)) ?? []);
     let endpoint: ReuseEndpoint | undefined;
     try {
-      endpoint = this.#openEndpoint({ ...layout, incarnation }, agent, memory.kind, banks, bankBytes, blocks);
+      endpoint = this.#openEndpoint(layout, agent, memory.kind, banks, bankBytes, blocks);
       await endpoint.register();
       await endpoint.publish();
     } catch (error) {
@@ -337,6 +367,7 @@ export class EngineSidecar {
       memory,
       blocksPerBank: layout.blocks,
       scheme: this.#schemeOf(layout),
+      rankKey,
     };
     const placed = specs.map((spec) => ({ offset: offsetOf(spec.address), bytes: Number(spec.bytes) }));
     this.#send(connection, adoptedAnswer(workerId, incarnation, placed));
@@ -359,7 +390,7 @@ export class EngineSidecar {
    * `gpu` for vram). Vram banks are served behind the admission gate.
    */
   #openEndpoint(
-    layout: AdoptLayout & { readonly incarnation: string },
+    layout: IncarnatedLayout,
     agent: Agent,
     kind: AdoptedMemory['kind'],
     banks: Bank[],
@@ -413,6 +444,7 @@ export class EngineSidecar {
     } catch (error) {
       failure = error instanceof Error ? error.message : String(error);
     }
+    this.#ranks.delete(adopted.rankKey);
     this.#report({
       kind: 'withdrawn',
       connection: connection.id,
