@@ -49,9 +49,20 @@ export function encodeValue(backend: DiscoveryBackend, key: string, value: unkno
   return bytes;
 }
 
+/** etcd refuses a lease TTL over 9,000,000,000 s (its `MaxLeaseTTL`); every backend keeps to it, so a TTL works on each. */
+export const maxLeaseTtlMs = 9_000_000_000_000;
+
 export function checkTtl(backend: DiscoveryBackend, ttlMs: unknown): number {
   if (typeof ttlMs !== 'number' || !Number.isSafeInteger(ttlMs) || ttlMs <= 0) {
     throw new DiscoveryArgumentError(backend, 'ttlMs', ttlMs, 'a lease TTL is a positive whole number of milliseconds');
+  }
+  if (ttlMs > maxLeaseTtlMs) {
+    throw new DiscoveryArgumentError(
+      backend,
+      'ttlMs',
+      ttlMs,
+      `a lease TTL is at most ${maxLeaseTtlMs} ms (etcd's maximum, 9,000,000,000 s)`,
+    );
   }
   return ttlMs;
 }

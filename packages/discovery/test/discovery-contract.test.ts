@@ -162,6 +162,24 @@ describe.each(backends)('$name discovery store', (backend) => {
     expect(await s.get(`${p}k`)).toBeUndefined();
   });
 
+  test("refuses a lease TTL over etcd's maximum (9,000,000,000 s) as an argument, granting nothing", async () => {
+    const s = open();
+    const overMaximum = 9_000_000_000_001;
+    await expect(s.grantLease(overMaximum)).rejects.toThrow(
+      expect.objectContaining({
+        code: 'DISCOVERY_INVALID_ARGUMENT',
+        backend: backend.name,
+        argument: 'ttlMs',
+        value: overMaximum,
+        message: expect.stringContaining('9000000000000'),
+      }),
+    );
+    await expect(s.grantLease(Number.MAX_SAFE_INTEGER)).rejects.toMatchObject({ argument: 'ttlMs' });
+    const longest = await s.grantLease(9_000_000_000_000);
+    expect(longest.ttlMs).toBe(9_000_000_000_000);
+    await s.revokeLease(longest.id);
+  });
+
   test('refuses a watch listener that is no function, and put or watch options that are no object', async () => {
     const s = open();
     const p = fresh();
