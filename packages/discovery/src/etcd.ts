@@ -71,10 +71,11 @@ const toEntry = (kv: IKeyValue): DiscoveryEntry => ({
   lease: kv.lease === '0' ? undefined : kv.lease,
 });
 
-/** The lease a commit's puts use (named when etcd refuses it). */
-function leaseOf(writes: ReadonlyMap<string, ResolvedWrite>): LeaseId | undefined {
-  for (const write of writes.values()) if (write.type === 'put' && write.lease !== undefined) return write.lease;
-  return undefined;
+/** A commit's puts under a lease, in the commit's order. */
+function leasedPuts(writes: ReadonlyMap<string, ResolvedWrite>): { key: string; lease: LeaseId }[] {
+  return [...writes].flatMap(([key, write]) =>
+    write.type === 'put' && write.lease !== undefined ? [{ key, lease: write.lease }] : [],
+  );
 }
 
 /** The byte range of a prefix, in etcd's terms ('' is every key). */
@@ -241,39 +242,37 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
         (prefix) => existing.get(prefix) ?? [],
         () => true,
       );
-      const response = await this.call(
-        'commit',
-        undefined,
-        (deadline) =>
-          this.#client.kv.txn(
-            {
-              // The prefixes were read concurrently, each at its own revision: a key written under
-              // one prefix after its read is caught only by a compare against that read's revision.
-              compare: [
-                ...prefixes.map((prefix, i) => ({
-                  ...prefixRange(prefix),
-                  target: 'Mod' as const,
-                  result: 'Less' as const,
-                  mod_revision: String(read[i]!.revision + 1),
-                })),
-                ...compares.map(({ key, modRevision }) => ({
-                  key: keyBytes(key),
-                  target: 'Mod' as const,
-                  result: 'Equal' as const,
-                  mod_revision: String(modRevision),
-                })),
-              ],
-              success: [...writes].map(([key, write]) =>
-                write.type === 'put'
-                  ? { request_put: { key: keyBytes(key), value: Buffer.from(write.value), lease: write.lease ?? 0 } }
-                  : { request_delete_range: { key: keyBytes(key) } },
-              ),
-              failure: compares.map(({ key }) => ({ request_range: { key: keyBytes(key) } })),
-            },
-            { deadline },
-          ),
-        leaseOf(writes),
-      );
+      const response = await this.call('commit', undefined, (deadline) =>
+        this.#client.kv.txn(
+          {
+            // The prefixes were read concurrently, each at its own revision: a key written under
+            // one prefix after its read is caught only by a compare against that read's revision.
+            compare: [
+              ...prefixes.map((prefix, i) => ({
+                ...prefixRange(prefix),
+                target: 'Mod' as const,
+                result: 'Less' as const,
+                mod_revision: String(read[i]!.revision + 1),
+              })),
+              ...compares.map(({ key, modRevision }) => ({
+                key: keyBytes(key),
+                target: 'Mod' as const,
+                result: 'Equal' as const,
+                mod_revision: String(modRevision),
+              })),
+            ],
+            success: [...writes].map(([key, write]) =>
+              write.type === 'put'
+                ? { request_put: { key: keyBytes(key), value: Buffer.from(write.value), lease: write.lease ?? 0 } }
+                : { request_delete_range: { key: keyBytes(key) } },
+            ),
+            failure: compares.map(({ key }) => ({ request_range: { key: keyBytes(key) } })),
+          },
+          { deadline },
+        ),
+      ).catch(async (error: unknown) => {
+        throw error instanceof DiscoveryLeaseError ? await this.missingLease(writes) : error;
+      });
       if (response.succeeded) return Number(response.header.revision);
       const current = new Map(
         compares.map(({ key }, i) => [key, Number(response.responses[i]?.response_range.kvs[0]?.mod_revision ?? 0)]),
@@ -286,6 +285,33 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
       `commit (${this.commitAttempts} attempts lost to concurrent writers)`,
       prefixes[0],
     );
+  }
+
+  /**
+   * The refusal of a commit that etcd refused for a missing lease, naming the lease and the first key put
+   * under it. etcd does not say which lease is missing: when the puts name several, each is looked up in
+   * turn (one it cannot look up counts as held).
+   */
+  private async missingLease(writes: ReadonlyMap<string, ResolvedWrite>): Promise<DiscoveryLeaseError> {
+    const puts = leasedPuts(writes);
+    const leases = [...new Set(puts.map(({ lease }) => lease))];
+    let missing = leases[0];
+    if (leases.length > 1) {
+      for (const lease of leases) {
+        if (!(await this.leaseHeld(lease).catch(() => true))) {
+          missing = lease;
+          break;
+        }
+      }
+    }
+    return new DiscoveryLeaseError(backend, missing ?? 'unknown', puts.find(({ lease }) => lease === missing)?.key);
+  }
+
+  private async leaseHeld(lease: LeaseId): Promise<boolean> {
+    const { TTL } = await this.call('commit', undefined, (deadline) =>
+      this.#client.leaseClient.leaseTimeToLive({ ID: lease }, { deadline }),
+    );
+    return Number(TTL) >= 0;
   }
 
   async compact(revision: number): Promise<void> {

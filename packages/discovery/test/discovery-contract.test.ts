@@ -180,6 +180,31 @@ describe.each(backends)('$name discovery store', (backend) => {
     await s.revokeLease(longest.id);
   });
 
+  test('a commit under a lease that does not exist names the lease and the key put under it, writing nothing', async () => {
+    const s = open();
+    const p = fresh();
+    const held = await s.grantLease(60_000);
+    const gone = await s.grantLease(60_000);
+    await s.revokeLease(gone.id);
+    const error = await s
+      .commit([
+        { type: 'put', key: `${p}held`, value: '1', lease: held.id },
+        { type: 'put', key: `${p}unleased`, value: '2' },
+        { type: 'put', key: `${p}gone`, value: '3', lease: gone.id },
+      ])
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(DiscoveryLeaseError);
+    expect(error).toMatchObject({ backend: backend.name, lease: gone.id, key: `${p}gone` });
+    expect((error as Error).message).toContain(`${p}gone`);
+    await expect(
+      s.commit([
+        { type: 'put', key: `${p}unleased`, value: '2' },
+        { type: 'put', key: `${p}alone`, value: '4', lease: gone.id },
+      ]),
+    ).rejects.toMatchObject({ code: 'DISCOVERY_LEASE_NOT_FOUND', lease: gone.id, key: `${p}alone` });
+    expect((await s.list(p)).entries).toEqual([]);
+  });
+
   test('refuses a watch listener that is no function, and put or watch options that are no object', async () => {
     const s = open();
     const p = fresh();
