@@ -64,6 +64,27 @@ describe('SourceBook', () => {
     expect(book.get('decode-1')?.warming).toBe(true);
   });
 
+  it('remembers only the last incarnations seen ready, however often a worker restarts', () => {
+    const book = new SourceBook();
+    const notReady = (incarnation: string) => ({
+      ready: false as const,
+      workerId: 'decode-1',
+      incarnation,
+      reasons: [],
+    });
+    for (let epoch = 1; epoch <= 100; epoch++) {
+      book.observe(readyOf(workerOf('decode-1', { incarnation: `inc-${epoch}` }), epoch));
+    }
+    // A late report about one of the three incarnations before the ready one changes nothing.
+    for (const late of ['inc-99', 'inc-98', 'inc-97']) {
+      book.observe(notReady(late));
+      expect(book.get('decode-1')).toMatchObject({ incarnation: 'inc-100', epoch: 100 });
+    }
+    // One about an older incarnation is no longer told from a newer one coming up: the ready one stops serving.
+    book.observe(notReady('inc-96'));
+    expect(book.get('decode-1')).toBeUndefined();
+  });
+
   it('counts pulls per incarnation and refuses an end without a start', () => {
     const book = new SourceBook();
     book.observe(readyOf(workerOf('decode-1'), 1));

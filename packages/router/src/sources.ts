@@ -47,7 +47,10 @@ interface Entry {
   source: MutableSource | undefined;
   /** The largest epoch seen: an older incarnation never comes back. */
   epoch: number;
-  /** The incarnations seen ready: a not-ready report naming another one is about a newer one. */
+  /**
+   * The last incarnations seen ready (at most `rememberedReadyIncarnations`, oldest first): a not-ready
+   * report naming another one is about a newer one.
+   */
   readyIncarnations: Set<string>;
   /** Compatibility verdicts of the ready incarnation, by destination incarnation. */
   compatibility: Map<string, string | undefined>;
@@ -57,6 +60,12 @@ interface Entry {
 }
 
 const healthy: SourceHealth = Object.freeze({ healthy: true });
+
+/**
+ * The ready incarnation and the three before it: a report about an older one would come from a watch
+ * lagging several restarts behind. Taken for a newer incarnation's, it only withdraws the ready one.
+ */
+const rememberedReadyIncarnations = 4;
 
 export interface SourceBookOptions {
   /**
@@ -134,7 +143,7 @@ export class SourceBook {
     }
     forgetVerdicts(entry);
     entry.epoch = readiness.epoch;
-    entry.readyIncarnations.add(readiness.incarnation);
+    rememberReady(entry, readiness.incarnation);
     entry.source = {
       workerId: readiness.workerId,
       incarnation: readiness.incarnation,
@@ -261,6 +270,16 @@ function checkReady(readiness: Extract<WorkerReadiness, { ready: true }>): void 
       worker,
       'a complete worker descriptor (Worker of @kvreuse/descriptors)',
     );
+  }
+}
+
+function rememberReady(entry: Entry, incarnation: string): void {
+  const remembered = entry.readyIncarnations;
+  remembered.delete(incarnation);
+  remembered.add(incarnation);
+  for (const oldest of remembered) {
+    if (remembered.size <= rememberedReadyIncarnations) break;
+    remembered.delete(oldest);
   }
 }
 
