@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
+import perfHooks from 'node:perf_hooks';
 import { Registry } from 'prom-client';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { EndpointOptionError, MetricsPortError } from './errors.js';
 import { EndpointMetrics } from './metrics.js';
 import { pinMessageRefusals } from './pin-auth.js';
@@ -23,6 +24,10 @@ function sample(text: string, series: string): number | undefined {
   }
   return undefined;
 }
+
+afterEach(() => {
+  vi.restoreAllMocks();
+});
 
 describe('EndpointMetrics', () => {
   it("kvreuse_pin_messages_refused_total's help names every reason it counts", async () => {
@@ -121,6 +126,19 @@ describe('EndpointMetrics', () => {
     const given = await new EndpointMetrics({ registry: new Registry() }).registry.metrics();
     expect(given).not.toContain('process_cpu_user_seconds_total');
     expect(sample(given, `kvreuse_build_info{nodejs="${process.version}",version="${version}"}`)).toBe(1);
+  });
+
+  it("collects the process's default metrics once: a later EndpointMetrics starts no collector and serves them under its own labels", async () => {
+    new EndpointMetrics();
+    const monitors = vi.spyOn(perfHooks, 'monitorEventLoopDelay');
+    const observers = vi.spyOn(perfHooks.PerformanceObserver.prototype, 'observe');
+    const later = new Map(['a', 'b'].map((worker) => [worker, new EndpointMetrics({ labels: { worker } })]));
+    expect(monitors).not.toHaveBeenCalled();
+    expect(observers).not.toHaveBeenCalled();
+    for (const [worker, metrics] of later)
+      expect(await metrics.registry.metrics()).toMatch(
+        new RegExp(`^nodejs_eventloop_lag_seconds\\{worker="${worker}"\\} `, 'm'),
+      );
   });
 
   it('registers into a registry the caller owns', async () => {

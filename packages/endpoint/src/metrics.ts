@@ -50,9 +50,24 @@ const endpointVersion = (
   JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
 ).version;
 
-/** `kvreuse_build_info`, and in a registry of the endpoint's own the process's default metrics (`process_*`, `nodejs_*`). */
+let processDefaultMetrics: Registry | undefined;
+
+/**
+ * `kvreuse_build_info`, and in a registry of the endpoint's own the process's default metrics (`process_*`,
+ * `nodejs_*`), collected once per process: each collection starts collectors that run for the life of the
+ * process (an event-loop delay monitor, a GC observer).
+ */
 function registerProcessMetrics(registry: Registry, own: boolean): void {
-  if (own) collectDefaultMetrics({ register: registry });
+  if (own) {
+    if (processDefaultMetrics === undefined) {
+      processDefaultMetrics = new Registry();
+      collectDefaultMetrics({ register: processDefaultMetrics });
+    }
+    for (const { name } of processDefaultMetrics.getMetricsAsArray()) {
+      const metric = processDefaultMetrics.getSingleMetric(name);
+      if (metric !== undefined) registry.registerMetric(metric);
+    }
+  }
   new Gauge({
     name: 'kvreuse_build_info',
     help: 'Always 1; its labels say which kvreuse endpoint and Node.js this process runs.',

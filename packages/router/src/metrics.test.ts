@@ -1,5 +1,6 @@
+import perfHooks from 'node:perf_hooks';
 import { Registry } from 'prom-client';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { codeOf } from '@kvreuse/errors';
 import { RouterMetrics } from './metrics.js';
 
@@ -12,6 +13,10 @@ function thrown(run: () => unknown): unknown {
   return undefined;
 }
 
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
 describe('RouterMetrics', () => {
   it('counts each decision by action and reason, every possible series scraped from the first, with the process metrics', async () => {
     const metrics = new RouterMetrics();
@@ -23,6 +28,16 @@ describe('RouterMetrics', () => {
     expect(text).toContain('kvreuse_route_decisions_total{action="recompute",reason="too-short"} 2\n');
     expect(text).toContain('kvreuse_route_decisions_total{action="recompute",reason="budget-exceeded"} 0\n');
     expect(text).toMatch(/^process_cpu_user_seconds_total /m);
+  });
+
+  it("collects the process's default metrics once: a later RouterMetrics starts no collector and serves them too", async () => {
+    new RouterMetrics();
+    const monitors = vi.spyOn(perfHooks, 'monitorEventLoopDelay');
+    const observers = vi.spyOn(perfHooks.PerformanceObserver.prototype, 'observe');
+    const later = [new RouterMetrics(), new RouterMetrics()];
+    expect(monitors).not.toHaveBeenCalled();
+    expect(observers).not.toHaveBeenCalled();
+    for (const metrics of later) expect(await metrics.text()).toMatch(/^nodejs_eventloop_lag_seconds /m);
   });
 
   it('in a registry given, adds only its own metrics', async () => {

@@ -18,6 +18,23 @@ const possibleDecisions = decisionReasons.map((reason: DecisionReason) => ({
   reason,
 }));
 
+let processDefaultMetrics: Registry | undefined;
+
+/**
+ * Puts prom-client's default metrics in `registry`, collected once per process: each collection starts
+ * collectors that run for the life of the process (an event-loop delay monitor, a GC observer).
+ */
+function registerDefaultMetrics(registry: Registry): void {
+  if (processDefaultMetrics === undefined) {
+    processDefaultMetrics = new Registry();
+    collectDefaultMetrics({ register: processDefaultMetrics });
+  }
+  for (const { name } of processDefaultMetrics.getMetricsAsArray()) {
+    const metric = processDefaultMetrics.getSingleMetric(name);
+    if (metric !== undefined) registry.registerMetric(metric);
+  }
+}
+
 /** `kvreuse_route_decisions_total` (by action and reason), every possible series from the first scrape. */
 export class RouterMetrics {
   readonly registry: Registry;
@@ -33,7 +50,7 @@ export class RouterMetrics {
         'a prom-client Registry (of the prom-client kvreuse depends on)',
       );
     this.registry = options.registry ?? new Registry();
-    if (options.registry === undefined) collectDefaultMetrics({ register: this.registry });
+    if (options.registry === undefined) registerDefaultMetrics(this.registry);
     this.#decisions = new Counter({
       name: 'kvreuse_route_decisions_total',
       help: "The router's decisions, by action (pull, recompute) and reason (decisionReasons).",
