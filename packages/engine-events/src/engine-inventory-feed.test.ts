@@ -160,4 +160,29 @@ describe('EngineInventoryFeed', () => {
     expect(feed.forget('w')).toBe(true);
     expect(inventory.workerCount).toBe(0);
   });
+
+  it('takes back a batch the inventory refuses: its index is as it was before the batch', () => {
+    const { inventory, feed } = open();
+    const chain = hashBlockChain(tokens, scheme);
+    feed.apply('w', batch(stored(0, 2), stored(0, 1, { medium: 'CPU' })));
+    // The worker's inventory lease ended, and another writer took epoch 1 of its id: the feed's batches are refused.
+    inventory.removeWorker('w');
+    inventory.apply({ workerId: 'w', incarnation: 'someone-else', epoch: 1, seq: 1, events: [] });
+    const removeBlock1 = {
+      type: 'BlockRemoved',
+      blockHashes: [vllmIntBlockHash(digests[1]!)],
+      medium: 'GPU',
+      groupIdx: null,
+    } as const;
+    for (const refused of [
+      batch(removeBlock1, stored(2, 4), stored(1, 2, { medium: 'CPU' })),
+      batch(stored(2, 4), { type: 'AllBlocksCleared' }, stored(0, 1)),
+    ])
+      expect(() => feed.apply('w', refused)).toThrow(expect.objectContaining({ code: 'INVENTORY_INVALID_EVENT' }));
+    expect(feed.heldBlocks('w')).toEqual({ gpu: 2, host: 1 });
+    expect(feed.kvreuseHashOf('w', vllmIntBlockHash(digests[1]!))).toBe(chain[1]);
+    expect(feed.kvreuseHashOf('w', vllmIntBlockHash(digests[2]!))).toBeUndefined();
+    inventory.removeWorker('w');
+    expect(feed.apply('w', batch(removeBlock1))).toMatchObject({ removed: 1, skipped: {} });
+  });
 });

@@ -8,6 +8,7 @@ import {
 import type { BlockRemoved, BlockStored, EngineEventBatch } from './engine-event.js';
 import { checkEngineHash, EngineHashIndex } from './engine-hash-index.js';
 import { EngineEventsInputError } from './errors.js';
+import { FeedJournal } from './feed-journal.js';
 
 /** Why blocks an engine announced are not in the inventory. Stable codes. */
 export type SkipReason =
@@ -44,7 +45,7 @@ interface FeedWorker {
   epoch: number;
   seq: number;
   restarts: number;
-  readonly chains: EngineHashIndex;
+  chains: EngineHashIndex;
   /** Blocks indexed per tier. */
   readonly held: Record<RetentionTier, number>;
 }
@@ -94,6 +95,7 @@ export class EngineInventoryFeed {
   readonly #now: () => number;
   readonly #incarnationOf: (workerId: string, restarts: number) => string;
   readonly #workers = new Map<string, FeedWorker>();
+  readonly #journal = new FeedJournal();
 
   constructor(options: EngineInventoryFeedOptions) {
     if (options === null || typeof options !== 'object')
@@ -152,9 +154,22 @@ export class EngineInventoryFeed {
     return { gpu: held?.gpu ?? 0, host: held?.host ?? 0 };
   }
 
-  /** Applies one decoded batch of the worker's. */
+  /**
+   * Applies one decoded batch of the worker's, all or nothing: a batch the inventory refuses (its
+   * error is thrown) leaves the worker's index as it was.
+   */
   apply(workerId: string, batch: EngineEventBatch): FeedOutcome {
     const worker = this.#worker(workerId);
+    this.#journal.begin(worker);
+    try {
+      return this.#apply(workerId, worker, batch);
+    } catch (error) {
+      this.#journal.takeBack(worker);
+      throw error;
+    }
+  }
+
+  #apply(workerId: string, worker: FeedWorker, batch: EngineEventBatch): FeedOutcome {
     const skipped: Skipped = {};
     const events: InventoryEvent[] = [];
     let stored = 0;
@@ -163,7 +178,7 @@ export class EngineInventoryFeed {
     const expiresAt = this.#now() + this.#retainMs;
     for (const event of batch.events) {
       if (event.type === 'AllBlocksCleared') {
-        forgetBlocks(worker);
+        this.#journal.clear(worker);
         events.push({ type: 'cleared', tier: 'gpu' }, { type: 'cleared', tier: 'host' });
         cleared = true;
       } else if (event.type === 'BlockStored') {
@@ -180,8 +195,9 @@ export class EngineInventoryFeed {
         }
       }
     }
-    worker.seq += 1;
-    this.#inventory.apply({ workerId, incarnation: worker.incarnation, epoch: worker.epoch, seq: worker.seq, events });
+    const seq = worker.seq + 1;
+    this.#inventory.apply({ workerId, incarnation: worker.incarnation, epoch: worker.epoch, seq, events });
+    worker.seq = seq;
     return { stored, removed, cleared, skipped };
   }
 
@@ -248,7 +264,11 @@ export class EngineInventoryFeed {
     const bit = tierBit[tier];
     let held = 0;
     for (let i = 0; i < count; i++) {
-      if (worker.chains.hold(event.blockHashes[i]!, words[2 * i]!, words[2 * i + 1]!, bit)) held += 1;
+      const hash = event.blockHashes[i]!;
+      if (worker.chains.hold(hash, words[2 * i]!, words[2 * i + 1]!, bit)) {
+        this.#journal.gained(hash, bit);
+        held += 1;
+      }
     }
     worker.held[tier] += held;
     return { tier, chain };
@@ -282,8 +302,10 @@ export class EngineInventoryFeed {
         skip(skipped, 'unknown-block', 1);
         continue;
       }
-      worker.chains.chainInto(slot, words, found++);
+      worker.chains.chainInto(slot, words, found);
+      this.#journal.lost(hash, bit, words[2 * found]!, words[2 * found + 1]!);
       worker.chains.release(slot, bit);
+      found += 1;
     }
     worker.held[tier] -= found;
     return { tier, hashes: found === hashes.length ? hashes : hashes.subarray(0, found) };
