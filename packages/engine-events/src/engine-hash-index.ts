@@ -98,6 +98,11 @@ export class EngineHashIndex {
     out[2 * index + 1] = this.#words[4 * slot + 3]!;
   }
 
+  /** Whether the slot's block is held under the chain hash of words `chainLo`, `chainHi`. */
+  chainIs(slot: number, chainLo: number, chainHi: number): boolean {
+    return this.#words[4 * slot + 2] === chainLo && this.#words[4 * slot + 3] === chainHi;
+  }
+
   chainAt(slot: number): bigint {
     const at = 4 * slot;
     return (BigInt(this.#words[at + 3]!) << 32n) | BigInt(this.#words[at + 2]!);

@@ -161,6 +161,28 @@ describe('EngineInventoryFeed', () => {
     expect(inventory.workerCount).toBe(0);
   });
 
+  it('moves a hash stored again under another chain: the block it stood for is removed, on every tier', () => {
+    const { inventory, feed } = open();
+    const chain = hashBlockChain(tokens, scheme);
+    const moved = vllmIntBlockHash(digests[1]!);
+    const otherTokens = tokens.map((token) => token + 1000);
+    const otherChain = hashBlockChain(otherTokens, scheme);
+    feed.apply('w', batch(stored(0, 2), stored(1, 2, { medium: 'CPU' })));
+    // The engine now says block 1's hash stands for another block: the first of another run.
+    const outcome = feed.apply('w', batch(stored(1, 2, { parentBlockHash: null, tokenIds: otherTokens.slice(0, 4) })));
+    expect(outcome).toEqual({ stored: 1, removed: 2, cleared: false, skipped: {} });
+    expect(feed.kvreuseHashOf('w', moved)).toBe(otherChain[0]);
+    expect(feed.heldBlocks('w')).toEqual({ gpu: 2, host: 0 });
+    expect(inventory.longestRetainedPrefix(chain)[0]).toMatchObject({ blocks: 1, gpuBlocks: 1, hostBlocks: 0 });
+    expect(inventory.longestRetainedPrefix(otherChain)[0]).toMatchObject({ blocks: 1, gpuBlocks: 1 });
+    // A later removal of the hash finds the block it stands for now.
+    const removal = { type: 'BlockRemoved', blockHashes: [moved], medium: 'GPU', groupIdx: null } as const;
+    expect(feed.apply('w', batch(removal))).toMatchObject({ removed: 1, skipped: {} });
+    expect(inventory.longestRetainedPrefix(otherChain)).toEqual([]);
+    // A block stored again under the chain it had is no move.
+    expect(feed.apply('w', batch(stored(0, 1)))).toMatchObject({ stored: 1, removed: 0 });
+  });
+
   it('takes back a batch the inventory refuses: its index is as it was before the batch', () => {
     const { inventory, feed } = open();
     const chain = hashBlockChain(tokens, scheme);
@@ -175,11 +197,18 @@ describe('EngineInventoryFeed', () => {
       groupIdx: null,
     } as const;
     for (const refused of [
-      batch(removeBlock1, stored(2, 4), stored(1, 2, { medium: 'CPU' })),
+      batch(
+        removeBlock1,
+        stored(2, 4),
+        stored(1, 2, { medium: 'CPU' }),
+        // Block 0's hash moved to other tokens.
+        stored(0, 1, { tokenIds: tokens.slice(4, 8) }),
+      ),
       batch(stored(2, 4), { type: 'AllBlocksCleared' }, stored(0, 1)),
     ])
       expect(() => feed.apply('w', refused)).toThrow(expect.objectContaining({ code: 'INVENTORY_INVALID_EVENT' }));
     expect(feed.heldBlocks('w')).toEqual({ gpu: 2, host: 1 });
+    expect(feed.kvreuseHashOf('w', vllmIntBlockHash(digests[0]!))).toBe(chain[0]);
     expect(feed.kvreuseHashOf('w', vllmIntBlockHash(digests[1]!))).toBe(chain[1]);
     expect(feed.kvreuseHashOf('w', vllmIntBlockHash(digests[2]!))).toBeUndefined();
     inventory.removeWorker('w');

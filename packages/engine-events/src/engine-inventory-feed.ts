@@ -5,7 +5,7 @@ import {
   RetainedInventory,
   type RetentionTier,
 } from '@kvreuse/inventory';
-import type { BlockRemoved, BlockStored, EngineEventBatch } from './engine-event.js';
+import type { BlockRemoved, BlockStored, EngineBlockHash, EngineEventBatch } from './engine-event.js';
 import { checkEngineHash, EngineHashIndex } from './engine-hash-index.js';
 import { EngineEventsInputError } from './errors.js';
 import { FeedJournal } from './feed-journal.js';
@@ -182,10 +182,11 @@ export class EngineInventoryFeed {
         events.push({ type: 'cleared', tier: 'gpu' }, { type: 'cleared', tier: 'host' });
         cleared = true;
       } else if (event.type === 'BlockStored') {
-        const blocks = this.#stored(worker, event, skipped);
+        const blocks = this.#stored(worker, event, skipped, events);
         if (blocks !== undefined) {
           events.push({ type: 'stored', tier: blocks.tier, blocks: blocks.chain, expiresAt });
           stored += blocks.chain.length;
+          removed += blocks.moved;
         }
       } else {
         const blocks = this.#removed(worker, event, skipped);
@@ -239,11 +240,13 @@ export class EngineInventoryFeed {
     return worker;
   }
 
+  /** Indexes a run of stored blocks; the removals of blocks whose hash it moves go to `events` (see `#move`). */
   #stored(
     worker: FeedWorker,
     event: BlockStored,
     skipped: Skipped,
-  ): { tier: RetentionTier; chain: BigUint64Array } | undefined {
+    events: InventoryEvent[],
+  ): { tier: RetentionTier; chain: BigUint64Array; moved: number } | undefined {
     const count = event.blockHashes.length;
     const reason = this.#refusal(event);
     if (reason !== undefined) return void skip(skipped, reason, count);
@@ -263,15 +266,39 @@ export class EngineInventoryFeed {
     const words = new Uint32Array(chain.buffer, chain.byteOffset, 2 * count);
     const bit = tierBit[tier];
     let held = 0;
+    let moved = 0;
     for (let i = 0; i < count; i++) {
       const hash = event.blockHashes[i]!;
+      const slot = worker.chains.find(hash);
+      if (slot >= 0 && !worker.chains.chainIs(slot, words[2 * i]!, words[2 * i + 1]!))
+        moved += this.#move(worker, hash, slot, events);
       if (worker.chains.hold(hash, words[2 * i]!, words[2 * i + 1]!, bit)) {
         this.#journal.gained(hash, bit);
         held += 1;
       }
     }
     worker.held[tier] += held;
-    return { tier, chain };
+    return { tier, chain, moved };
+  }
+
+  /**
+   * The engine stored `hash` again as another block (another parent or other tokens): the block the
+   * hash stood for is no longer the engine's under it, and is removed from every tier it was held on, as
+   * the engine's BlockRemoved would. Returns how many (block, tier) it removed.
+   */
+  #move(worker: FeedWorker, hash: EngineBlockHash, slot: number, events: InventoryEvent[]): number {
+    const tiers = worker.chains.tiersAt(slot);
+    const chain = worker.chains.chainAt(slot);
+    this.#journal.lost(hash, tiers, Number(chain & 0xffff_ffffn), Number(chain >> 32n));
+    worker.chains.release(slot, tiers);
+    let removed = 0;
+    for (const tier of ['gpu', 'host'] as const) {
+      if ((tiers & tierBit[tier]) === 0) continue;
+      events.push({ type: 'removed', tier, blocks: BigUint64Array.of(chain) });
+      worker.held[tier] -= 1;
+      removed += 1;
+    }
+    return removed;
   }
 
   #refusal(event: BlockStored): SkipReason | undefined {
