@@ -106,6 +106,12 @@ describe('kvreuse watch', () => {
     expect(await refused(['--vllm', 'tcp://127.0.0.1:65535', '--ranks', '2'])).toMatch(
       /^kvreuse: watch: --vllm tcp:\/\/127\.0\.0\.1:65535 leaves no port for rank 1 .*\[USAGE\]\n$/,
     );
+    expect(await refused(['--vllm', 'tcp://127.0.0.1:0'])).toMatch(
+      /^kvreuse: watch: --vllm tcp:\/\/127\.0\.0\.1:0 leaves no port for rank 0 .*\[USAGE\]\n$/,
+    );
+    expect(await refused(['--vllm', 'tcp://127.0.0.1:1', '--replay', 'tcp://127.0.0.1:65535', '--ranks', '2'])).toMatch(
+      /^kvreuse: watch: --replay tcp:\/\/127\.0\.0\.1:65535 leaves no port for rank 1 \(rank r follows port \+ r, from 1 to 65535\) .*\[USAGE\]\n$/,
+    );
   });
 
   it.each(['1,,2', '', '1,2,', ' '])('refuses --prompt %j: an empty token id is no token 0', async (ids) => {

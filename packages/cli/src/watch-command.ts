@@ -1,8 +1,10 @@
 import {
   EngineEventSubscriber,
+  EngineEventsInputError,
   EngineInventoryFeed,
   type EngineSubscriberEvent,
   rankEndpoint,
+  RankPortError,
 } from '@kvreuse/engine-events';
 import { fnv1a64, hashBlockChain, RetainedInventory } from '@kvreuse/inventory';
 import type { CommandArgs, OptionSpec } from './args.js';
@@ -36,21 +38,19 @@ function promptOf(args: CommandArgs): number[] | undefined {
   return ids;
 }
 
-/** Every rank's endpoint of `--<name>`: tcp://host:port (rank r on port + r), ipc://… or inproc://… (rank r's `_dp<r>`). */
+/** Every rank's endpoint of `--<name>` (`rankEndpoint`'s rule), a refused one as the usage error it is. */
 function rankEndpointsOf(name: string, endpoint: string, ranks: number): string[] {
-  const tcp = /^tcp:\/\/.+:(\d+)$/.exec(endpoint);
-  if (tcp === null && !/^(?:ipc|inproc):\/\/.+$/.test(endpoint))
+  try {
+    return Array.from({ length: ranks }, (_, rank) => rankEndpoint(endpoint, rank));
+  } catch (error) {
+    if (!(error instanceof EngineEventsInputError) || error.argument !== 'endpoint') throw error;
     throw new UsageError(
       'watch',
-      `--${name} is tcp://host:port, ipc://… or inproc://…, not ${JSON.stringify(endpoint)}`,
+      error instanceof RankPortError
+        ? `--${name} ${endpoint} ${error.reason}`
+        : `--${name} is tcp://host:port, ipc://… or inproc://…, not ${JSON.stringify(endpoint)}`,
     );
-  const port = tcp === null ? 0 : Number(tcp[1]);
-  if (tcp !== null && (port < 1 || port + ranks - 1 > 65_535))
-    throw new UsageError(
-      'watch',
-      `--${name} ${endpoint} leaves no port for rank ${port < 1 ? 0 : ranks - 1} (rank r follows port + r, from 1 to 65535)`,
-    );
-  return Array.from({ length: ranks }, (_, rank) => rankEndpoint(endpoint, rank));
+  }
 }
 
 interface WatchState {

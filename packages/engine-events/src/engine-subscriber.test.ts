@@ -225,6 +225,29 @@ describe('rankEndpoint', () => {
     expect(() => rankEndpoint('udp://x', 1)).toThrow(/tcp:\/\/host:port/);
     expect(() => rankEndpoint('tcp://x:1', -1)).toThrow(/whole number/);
   });
+
+  it('refuses an endpoint of another shape, and a port that leaves the rank no port, naming both', () => {
+    const refused = (endpoint: string, rank: number) =>
+      expect(() => rankEndpoint(endpoint, rank)).toThrow(
+        expect.objectContaining({ code: 'ENGINE_EVENTS_INVALID_INPUT', argument: 'endpoint', value: endpoint }),
+      );
+    for (const endpoint of ['udp://x:1', 'tcp://x', 'ipc://', 'inproc://']) refused(endpoint, 0);
+    const noPort = (endpoint: string, rank: number) =>
+      expect(() => rankEndpoint(endpoint, rank)).toThrow(
+        expect.objectContaining({
+          name: 'RankPortError',
+          argument: 'endpoint',
+          endpoint,
+          rank,
+          message: `engine events: endpoint = ${JSON.stringify(endpoint)} is refused: leaves no port for rank ${rank} (rank r follows port + r, from 1 to 65535)`,
+        }),
+      );
+    noPort('tcp://10.0.0.5:65535', 1);
+    noPort('tcp://10.0.0.5:65000', 536);
+    noPort('tcp://10.0.0.5:0', 0);
+    noPort('tcp://10.0.0.5:65536', 0);
+    expect(rankEndpoint('tcp://10.0.0.5:65000', 535)).toBe('tcp://10.0.0.5:65535');
+  });
 });
 
 describe('subscribeEngineRanks', () => {
@@ -238,6 +261,11 @@ describe('subscribeEngineRanks', () => {
       expect(() =>
         subscribeEngineRanks({ ...ranks, endpoint: 'tcp://127.0.0.1:5557', replayEndpoint: 'udp://x' }),
       ).toThrow(expect.objectContaining({ code: 'ENGINE_EVENTS_INVALID_INPUT', argument: 'endpoint' }));
+      // Rank 1's port would be 65536: no rank is opened.
+      expect(() => subscribeEngineRanks({ ...ranks, endpoint: 'tcp://127.0.0.1:65535' })).toThrow(
+        expect.objectContaining({ name: 'RankPortError', rank: 1 }),
+      );
+      expect(connect).not.toHaveBeenCalled();
       // Rank 0's ipc path fits a socket address (107 bytes at most), rank 1's (`_dp1` appended) does not.
       expect(() => subscribeEngineRanks({ ...ranks, endpoint: `ipc:///tmp/${'k'.repeat(99)}` })).toThrow();
       expect(connect).toHaveBeenCalled();

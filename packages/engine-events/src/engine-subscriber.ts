@@ -3,7 +3,7 @@ import { Subscriber } from 'zeromq';
 import { EngineBatchDecoder } from './decode-batch.js';
 import type { EngineEventBatch } from './engine-event.js';
 import type { EngineInventoryFeed, FeedOutcome, SkipReason } from './engine-inventory-feed.js';
-import { EngineEventsInputError } from './errors.js';
+import { EngineEventsInputError, RankPortError } from './errors.js';
 import { ReplayClient } from './replay-client.js';
 
 /** What a subscriber counted since it opened. */
@@ -275,17 +275,20 @@ function checkOptions(options: EngineSubscriberOptions): void {
 
 /**
  * The endpoint of data-parallel rank `rank` when rank 0's is `endpoint`, as vLLM and SGLang derive it:
- * a tcp port plus the rank; an ipc or inproc name with `_dp<rank>` appended.
+ * a tcp port plus the rank; an ipc or inproc name with `_dp<rank>` appended. Refuses an endpoint of
+ * another shape, and a port that leaves the rank no port (`RankPortError`).
  */
 export function rankEndpoint(endpoint: string, rank: number): string {
   if (!Number.isSafeInteger(rank) || rank < 0)
     throw new EngineEventsInputError('rank', rank, 'a data-parallel rank is a whole number ≥ 0');
-  if (rank === 0) return endpoint;
-  if (endpoint.startsWith('ipc://') || endpoint.startsWith('inproc://')) return `${endpoint}_dp${rank}`;
-  const match = /^(tcp:\/\/.*):(\d+)$/.exec(endpoint);
+  if (typeof endpoint === 'string' && /^(?:ipc|inproc):\/\/./.test(endpoint))
+    return rank === 0 ? endpoint : `${endpoint}_dp${rank}`;
+  const match = typeof endpoint === 'string' ? /^(tcp:\/\/.+):(\d+)$/.exec(endpoint) : null;
   if (match === null)
     throw new EngineEventsInputError('endpoint', endpoint, 'an endpoint is tcp://host:port, ipc://… or inproc://…');
-  return `${match[1]}:${Number(match[2]) + rank}`;
+  const port = Number(match[2]) + rank;
+  if (port < 1 || port > 65_535) throw new RankPortError(endpoint, rank);
+  return rank === 0 ? endpoint : `${match[1]}:${port}`;
 }
 
 export type EngineRanksOptions = Omit<EngineSubscriberOptions, 'workerId' | 'endpoint' | 'replayEndpoint'> & {

@@ -18,6 +18,16 @@ export class EngineEventsInputError extends EngineEventsError {
   }
 }
 
+/** A tcp endpoint of rank 0 whose port, plus `rank`, is no port (ports run from 1 to 65535). */
+export class RankPortError extends EngineEventsInputError {
+  constructor(
+    readonly endpoint: string,
+    readonly rank: number,
+  ) {
+    super('endpoint', endpoint, `leaves no port for rank ${rank} (rank r follows port + r, from 1 to 65535)`);
+  }
+}
+
 /** A payload an engine published that is not an event batch: `path` says where it went wrong. */
 export class MalformedEngineEventError extends EngineEventsError {
   readonly code = 'ENGINE_EVENTS_MALFORMED';
