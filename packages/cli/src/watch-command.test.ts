@@ -125,8 +125,10 @@ describe('kvreuse watch', () => {
     const path = `/tmp/${'w'.repeat(108 - '/tmp/'.length - 4)}`;
     const closed = vi.spyOn(EngineEventSubscriber.prototype, 'close');
     const { out, context } = capture();
-    expect(await runCli(['watch', '--vllm', `ipc://${path}`, '--ranks', '2', '--batches', '1'], context)).toBe(1);
-    expect(out.stderr).toBe('kvreuse: File name too long [ENAMETOOLONG]\n');
+    expect(await runCli(['watch', '--vllm', `ipc://${path}`, '--ranks', '2', '--batches', '1'], context)).toBe(2);
+    expect(out.stderr).toBe(
+      `kvreuse: watch: --vllm: rank 1 follows ipc://${path}_dp1: ZMQ cannot connect to it: File name too long (ENAMETOOLONG) (see kvreuse watch --help) [USAGE]\n`,
+    );
     expect(closed).toHaveBeenCalledOnce();
     closed.mockRestore();
   });

@@ -3,6 +3,7 @@ import {
   EngineEventsInputError,
   EngineInventoryFeed,
   type EngineSubscriberEvent,
+  type EngineSubscriberOptions,
   rankEndpoint,
   RankPortError,
 } from '@kvreuse/engine-events';
@@ -145,6 +146,16 @@ export const watch: Command = {
   },
 };
 
+/** Rank `rank`'s subscriber; an endpoint ZMQ cannot connect to is the usage error of `--vllm` it is. */
+function subscribeRank(rank: number, options: EngineSubscriberOptions): EngineEventSubscriber {
+  try {
+    return new EngineEventSubscriber(options);
+  } catch (error) {
+    if (!(error instanceof EngineEventsInputError) || error.argument !== 'options.endpoint') throw error;
+    throw new UsageError('watch', `--vllm: rank ${rank} follows ${options.endpoint}: ${error.reason}`);
+  }
+}
+
 async function follow(
   args: CommandArgs,
   context: CliContext,
@@ -167,7 +178,7 @@ async function follow(
   try {
     for (let rank = 0; rank < ranks; rank++) {
       const workerId = `${engine}/dp${rank}`;
-      const subscriber: EngineEventSubscriber = new EngineEventSubscriber({
+      const subscriber: EngineEventSubscriber = subscribeRank(rank, {
         endpoint: endpoints[rank]!,
         ...(replays === undefined ? {} : { replayEndpoint: replays[rank]! }),
         workerId,

@@ -216,6 +216,28 @@ describe('EngineEventSubscriber when the inventory refuses a batch', () => {
   });
 });
 
+describe('EngineEventSubscriber given an endpoint ZMQ cannot connect to', () => {
+  it('refuses it, naming it, and leaves no socket open', () => {
+    const close = vi.spyOn(Subscriber.prototype, 'close');
+    try {
+      const feed = new EngineInventoryFeed({ inventory: new RetainedInventory(), scheme });
+      // 108 bytes: one more than a unix socket address holds.
+      const endpoint = `ipc:///tmp/${'k'.repeat(103)}`;
+      expect(() => new EngineEventSubscriber({ endpoint, workerId: 'engine-c/dp0', feed })).toThrow(
+        expect.objectContaining({
+          code: 'ENGINE_EVENTS_INVALID_INPUT',
+          argument: 'options.endpoint',
+          value: endpoint,
+          reason: 'ZMQ cannot connect to it: File name too long (ENAMETOOLONG)',
+        }),
+      );
+      expect(close).toHaveBeenCalledOnce();
+    } finally {
+      close.mockRestore();
+    }
+  });
+});
+
 describe('rankEndpoint', () => {
   it('derives each data-parallel rank as vLLM does', () => {
     expect(rankEndpoint('tcp://10.0.0.5:5557', 0)).toBe('tcp://10.0.0.5:5557');

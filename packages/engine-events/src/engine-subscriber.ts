@@ -103,7 +103,14 @@ export class EngineEventSubscriber {
       this.#socket.connect(options.endpoint);
     } catch (error) {
       this.#socket.close();
-      throw error;
+      throw new EngineEventsInputError(
+        'options.endpoint',
+        options.endpoint,
+        `ZMQ cannot connect to it: ${zmqReason(error)}`,
+        {
+          cause: error,
+        },
+      );
     }
     this.#socket.subscribe(options.topic ?? '');
     this.#replay =
@@ -234,6 +241,13 @@ export class EngineEventSubscriber {
   #emit(event: EngineSubscriberEvent): void {
     this.#options.onEvent?.(event);
   }
+}
+
+/** A ZMQ error as its message and errno name: `File name too long (ENAMETOOLONG)`. */
+function zmqReason(error: unknown): string {
+  if (!(error instanceof Error)) return String(error);
+  const { code } = error as { code?: unknown };
+  return typeof code === 'string' ? `${error.message} (${code})` : error.message;
 }
 
 function freshCounters(): Counters {

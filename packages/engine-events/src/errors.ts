@@ -13,8 +13,9 @@ export class EngineEventsInputError extends EngineEventsError {
     readonly argument: string,
     readonly value: unknown,
     readonly reason: string,
+    options?: ErrorOptions,
   ) {
-    super(`engine events: ${argument} = ${describe(value)} is refused: ${reason}`);
+    super(`engine events: ${argument} = ${describe(value)} is refused: ${reason}`, options);
   }
 }
 
