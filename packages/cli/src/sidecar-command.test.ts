@@ -115,6 +115,33 @@ describe('kvreuse sidecar', () => {
     expect(readdirSync(folder)).toEqual(['taken.sock']);
   });
 
+  it('refuses a cluster secret it cannot read before it creates the discovery file', async () => {
+    const folder = mkdtempSync(join(tmpdir(), 'kvreuse-sidecar-cli-'));
+    folders.push(folder);
+    const { out, context } = capture();
+    const status = await runCli(
+      [
+        'sidecar',
+        '--socket',
+        join(folder, 'engine.sock'),
+        '--engines',
+        '1',
+        '--transport-backend',
+        'loopback',
+        '--discovery-backend',
+        'sqlite',
+        '--discovery-sqlite-path',
+        join(folder, 'd.sqlite'),
+        '--discovery-secret-file',
+        join(folder, 'missing.secret'),
+      ],
+      context,
+    );
+    expect(status).toBe(2);
+    expect(out.stderr).toMatch(/discovery\.secret_file/);
+    expect(readdirSync(folder)).toEqual([]);
+  });
+
   it('needs a socket, and refuses memory discovery (no reader could find the engines)', async () => {
     const { out, context } = capture();
     expect(await runCli(['sidecar', '--engines', '1'], context)).not.toBe(0);

@@ -110,6 +110,8 @@ export const sidecar: Command = {
     const { settings } = resolveCommandSettings(args, context);
     const { library } = settings.transport;
     const transport = loadTransport(library === '' ? {} : { libraryPath: resolve(context.cwd, library) });
+    // The secret before the store: a secret refused leaves no discovery file behind.
+    const secret = openClusterSecret(settings.discovery);
     const store = openPublishing(this.name, settings.discovery, context.cwd);
     let withdrawn = 0;
     let stop = (): void => {};
@@ -120,7 +122,7 @@ export const sidecar: Command = {
         transport,
         path,
         discovery: store,
-        secret: openClusterSecret(settings.discovery),
+        secret,
         settings,
         backend: settings.transport.backend,
         ...vramGate(settings, transport),
