@@ -64,6 +64,7 @@ describe('EngineInventoryFeed', () => {
       removed: 0,
       cleared: false,
       skipped: {},
+      ignored: false,
     });
     const [prefix] = inventory.longestRetainedPrefix(hashBlockChain(tokens, scheme));
     expect(prefix).toMatchObject({
@@ -131,6 +132,7 @@ describe('EngineInventoryFeed', () => {
       stored: 0,
       removed: 0,
       cleared: false,
+      ignored: false,
       skipped: {
         medium: 1,
         group: 1,
@@ -170,7 +172,7 @@ describe('EngineInventoryFeed', () => {
     feed.apply('w', batch(stored(0, 2), stored(1, 2, { medium: 'CPU' })));
     // The engine now says block 1's hash stands for another block: the first of another run.
     const outcome = feed.apply('w', batch(stored(1, 2, { parentBlockHash: null, tokenIds: otherTokens.slice(0, 4) })));
-    expect(outcome).toEqual({ stored: 1, removed: 2, cleared: false, skipped: {} });
+    expect(outcome).toEqual({ stored: 1, removed: 2, cleared: false, skipped: {}, ignored: false });
     expect(feed.kvreuseHashOf('w', moved)).toBe(otherChain[0]);
     expect(feed.heldBlocks('w')).toEqual({ gpu: 2, host: 0 });
     expect(inventory.longestRetainedPrefix(chain)[0]).toMatchObject({ blocks: 1, gpuBlocks: 1, hostBlocks: 0 });
@@ -213,5 +215,26 @@ describe('EngineInventoryFeed', () => {
     expect(feed.kvreuseHashOf('w', vllmIntBlockHash(digests[2]!))).toBeUndefined();
     inventory.removeWorker('w');
     expect(feed.apply('w', batch(removeBlock1))).toMatchObject({ removed: 1, skipped: {} });
+  });
+
+  it('takes back a batch the inventory ignores, and says so: another writer holds a newer epoch of the worker', () => {
+    const { inventory, feed } = open();
+    const chain = hashBlockChain(tokens, scheme);
+    feed.apply('w', batch(stored(0, 2)));
+    inventory.apply({ workerId: 'w', incarnation: 'newer', epoch: 2, seq: 1, events: [] });
+    const ignored = feed.apply(
+      'w',
+      batch(
+        { type: 'BlockRemoved', blockHashes: [vllmIntBlockHash(digests[1]!)], medium: 'GPU', groupIdx: null },
+        stored(2, 4),
+        stored(0, 1, { tokenIds: tokens.slice(4, 8) }),
+        { type: 'AllBlocksCleared' },
+      ),
+    );
+    expect(ignored).toEqual({ stored: 0, removed: 0, cleared: false, skipped: {}, ignored: true });
+    expect(feed.heldBlocks('w')).toEqual({ gpu: 2, host: 0 });
+    expect(feed.kvreuseHashOf('w', vllmIntBlockHash(digests[0]!))).toBe(chain[0]);
+    expect(feed.kvreuseHashOf('w', vllmIntBlockHash(digests[1]!))).toBe(chain[1]);
+    expect(feed.kvreuseHashOf('w', vllmIntBlockHash(digests[2]!))).toBeUndefined();
   });
 });

@@ -62,7 +62,20 @@ export interface FeedOutcome {
   readonly removed: number;
   readonly cleared: boolean;
   readonly skipped: Readonly<Partial<Record<SkipReason, number>>>;
+  /**
+   * The inventory ignored the batch (it holds a newer epoch of the worker's, or a later batch of its
+   * incarnation): nothing of it was indexed, and the other counts are 0.
+   */
+  readonly ignored: boolean;
 }
+
+const ignoredBatch: FeedOutcome = Object.freeze({
+  stored: 0,
+  removed: 0,
+  cleared: false,
+  skipped: Object.freeze({}),
+  ignored: true,
+});
 
 export interface EngineInventoryFeedOptions {
   readonly inventory: RetainedInventory;
@@ -156,7 +169,7 @@ export class EngineInventoryFeed {
 
   /**
    * Applies one decoded batch of the worker's, all or nothing: a batch the inventory refuses (its
-   * error is thrown) leaves the worker's index as it was.
+   * error is thrown) or ignores (`FeedOutcome.ignored`) leaves the worker's index as it was.
    */
   apply(workerId: string, batch: EngineEventBatch): FeedOutcome {
     const worker = this.#worker(workerId);
@@ -197,9 +210,12 @@ export class EngineInventoryFeed {
       }
     }
     const seq = worker.seq + 1;
-    this.#inventory.apply({ workerId, incarnation: worker.incarnation, epoch: worker.epoch, seq, events });
+    if (!this.#inventory.apply({ workerId, incarnation: worker.incarnation, epoch: worker.epoch, seq, events })) {
+      this.#journal.takeBack(worker);
+      return ignoredBatch;
+    }
     worker.seq = seq;
-    return { stored, removed, cleared, skipped };
+    return { stored, removed, cleared, skipped, ignored: false };
   }
 
   /**

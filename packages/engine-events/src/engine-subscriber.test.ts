@@ -216,6 +216,29 @@ describe('EngineEventSubscriber when the inventory refuses a batch', () => {
   });
 });
 
+describe('EngineEventSubscriber when the inventory ignores a batch', () => {
+  it('reports it as ignored and counts it apart from the batches applied', async () => {
+    const { engine, inventory, batches, seen, subscriber, prefix } = await follow();
+    // Another writer holds a newer epoch of this worker id: the feed's batches are ignored.
+    inventory.apply({ workerId: 'engine-a/dp0', incarnation: 'newer', epoch: 2, seq: 1, events: [] });
+    await engine.store(conversation(0, 1));
+    await batches(1);
+    expect(seen).toEqual([
+      {
+        kind: 'batch',
+        seq: 0n,
+        replayed: false,
+        outcome: { stored: 0, removed: 0, cleared: false, skipped: {}, ignored: true },
+      },
+    ]);
+    expect(prefix(conversation(0, 1))).toBeUndefined();
+    expect(subscriber.metrics()).toMatchObject({ batches: 0, ignoredBatches: 1, blocksStored: 0, lastSeq: 0n });
+    const registry = new Registry();
+    registerEngineEventMetrics(registry, () => [subscriber]);
+    expect(await registry.metrics()).toContain('kvreuse_engine_event_ignored_batches_total{worker="engine-a/dp0"} 1');
+  });
+});
+
 describe('EngineEventSubscriber given an endpoint ZMQ cannot connect to', () => {
   it('refuses it, naming it, and leaves no socket open', () => {
     const close = vi.spyOn(Subscriber.prototype, 'close');

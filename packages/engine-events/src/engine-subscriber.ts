@@ -9,6 +9,8 @@ import { ReplayClient } from './replay-client.js';
 /** What a subscriber counted since it opened. */
 export interface EngineSubscriberMetrics {
   readonly batches: number;
+  /** Batches the inventory ignored (it holds a newer epoch of the worker's): counted here, not in `batches`. */
+  readonly ignoredBatches: number;
   readonly events: {
     readonly stored: number;
     readonly removed: number;
@@ -219,13 +221,17 @@ export class EngineEventSubscriber {
 
   #count(batch: EngineEventBatch, outcome: FeedOutcome): void {
     const counters = this.#counters;
-    counters.batches += 1;
     for (const event of batch.events) {
       if (event.type === 'BlockStored') counters.events.stored += 1;
       else if (event.type === 'BlockRemoved') counters.events.removed += 1;
       else counters.events.cleared += 1;
     }
     counters.events.unknown += batch.unknownEventTypes.length;
+    if (outcome.ignored) {
+      counters.ignoredBatches += 1;
+      return;
+    }
+    counters.batches += 1;
     counters.blocksStored += outcome.stored;
     counters.blocksRemoved += outcome.removed;
     for (const [reason, blocks] of Object.entries(outcome.skipped) as [SkipReason, number][])
@@ -253,6 +259,7 @@ function zmqReason(error: unknown): string {
 function freshCounters(): Counters {
   return {
     batches: 0,
+    ignoredBatches: 0,
     events: { stored: 0, removed: 0, cleared: 0, unknown: 0 },
     blocksStored: 0,
     blocksRemoved: 0,

@@ -15,6 +15,11 @@ const total = (value: (metrics: EngineSubscriberMetrics) => number) => (metrics:
 
 const counters: readonly CounterSpec[] = [
   { name: 'batches_total', help: 'event batches applied', values: total((m) => m.batches) },
+  {
+    name: 'ignored_batches_total',
+    help: 'event batches the inventory ignored (it holds a newer epoch of the worker)',
+    values: total((m) => m.ignoredBatches),
+  },
   { name: 'events_total', help: 'events received, by type', label: 'type', values: (m) => m.events },
   {
     name: 'blocks_total',
