@@ -237,4 +237,27 @@ describe('EngineInventoryFeed', () => {
     expect(feed.kvreuseHashOf('w', vllmIntBlockHash(digests[1]!))).toBe(chain[1]);
     expect(feed.kvreuseHashOf('w', vllmIntBlockHash(digests[2]!))).toBeUndefined();
   });
+
+  it('leaves the worker as it was when the inventory refuses or ignores its restart', () => {
+    const { inventory, feed } = open();
+    const chain = hashBlockChain(tokens, scheme);
+    feed.apply('w', batch(stored(0, 2)));
+    const unchanged = () => {
+      expect(feed.identity('w')).toEqual({ incarnation: 'w#0', epoch: 1 });
+      expect(feed.heldBlocks('w')).toEqual({ gpu: 2, host: 0 });
+      expect(feed.kvreuseHashOf('w', vllmIntBlockHash(digests[1]!))).toBe(chain[1]);
+    };
+    // Another writer holds epoch 2, the restart's, under another incarnation: refused.
+    inventory.apply({ workerId: 'w', incarnation: 'someone-else', epoch: 2, seq: 1, events: [] });
+    expect(() => feed.restart('w')).toThrow(expect.objectContaining({ code: 'INVENTORY_INVALID_EVENT' }));
+    unchanged();
+    // It holds epoch 3 now, above the restart's: ignored.
+    inventory.apply({ workerId: 'w', incarnation: 'newer', epoch: 3, seq: 1, events: [] });
+    expect(feed.restart('w')).toBe(false);
+    unchanged();
+    inventory.removeWorker('w');
+    expect(feed.restart('w')).toBe(true);
+    expect(feed.identity('w')).toEqual({ incarnation: 'w#1', epoch: 2 });
+    expect(feed.heldBlocks('w')).toEqual({ gpu: 0, host: 0 });
+  });
 });

@@ -220,16 +220,21 @@ export class EngineInventoryFeed {
 
   /**
    * The worker's publisher restarted: everything it announced is dropped, and its blocks are
-   * announced from now on under a new incarnation (a larger epoch).
+   * announced from now on under a new incarnation (a larger epoch). All or nothing: a restart the
+   * inventory refuses (its error is thrown) or ignores (false) leaves the worker as it was.
    */
-  restart(workerId: string): void {
+  restart(workerId: string): boolean {
     const worker = this.#worker(workerId);
-    worker.restarts += 1;
-    worker.epoch += 1;
-    worker.incarnation = this.#incarnationOf(workerId, worker.restarts);
+    const restarts = worker.restarts + 1;
+    const epoch = worker.epoch + 1;
+    const incarnation = this.#incarnationOf(workerId, restarts);
+    if (!this.#inventory.apply({ workerId, incarnation, epoch, seq: 0, events: [] })) return false;
+    worker.restarts = restarts;
+    worker.epoch = epoch;
+    worker.incarnation = incarnation;
     worker.seq = 0;
     forgetBlocks(worker);
-    this.#inventory.apply({ workerId, incarnation: worker.incarnation, epoch: worker.epoch, seq: 0, events: [] });
+    return true;
   }
 
   /** Forgets the worker and everything it announced. */
