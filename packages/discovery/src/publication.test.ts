@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { rankPartsOf } from '@kvreuse-internal/test-support';
 import { localBackends, type StoreUnderTest } from '../test/helpers/stores.js';
 import { DiscoveryLeaseError, DiscoveryUnavailableError, RankPartPublicationError, SupersededError } from './errors.js';
-import { claimIncarnationEpoch } from './incarnation-epoch.js';
+import { claimIncarnationEpoch, readWorkerEpoch } from './incarnation-epoch.js';
 import { startRankPublication } from './publication.js';
 import { publishRankParts } from './publish.js';
 import { workerPartsPrefix } from './rank-part-keys.js';
@@ -205,6 +205,19 @@ describe.each(localBackends)('rank publication on $name discovery', (backend) =>
         message: expect.stringContaining('leaseTtlMs'),
       }),
     );
+  });
+
+  it("refuses a lease TTL over etcd's maximum up front, naming leaseTtlMs and the limit", async () => {
+    const grantLease = vi.spyOn(under.store, 'grantLease');
+    await expect(startRankPublication(under.store, parts, { leaseTtlMs: 9_000_000_001_000 })).rejects.toThrow(
+      expect.objectContaining({
+        code: 'RANK_PART_PUBLICATION_REFUSED',
+        field: 'leaseTtlMs',
+        message: expect.stringContaining('at most 9000000000000'),
+      }),
+    );
+    expect(grantLease).not.toHaveBeenCalled();
+    expect(await readWorkerEpoch(under.store, workerId)).toBeUndefined();
   });
 
   it('still revokes its lease, withdrawing the parts, when deleting them fails', async () => {

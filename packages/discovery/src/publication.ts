@@ -1,4 +1,5 @@
 import type { RankPart } from '@kvreuse/descriptors';
+import { maxLeaseTtlMs } from './common.js';
 import { DiscoveryLeaseError, RankPartPublicationError, SupersededError } from './errors.js';
 import { assertNewestEpoch, claimIncarnationEpoch, type IncarnationEpoch } from './incarnation-epoch.js';
 import { checkFunction } from './options.js';
@@ -50,11 +51,11 @@ function checkPublicationOptions(
   checkPublishing(store, parts, options);
   for (const callback of ['onTrouble', 'onSuperseded'] as const)
     if (options[callback] !== undefined) checkFunction(`options.${callback}`, options[callback]);
-  if (!Number.isSafeInteger(options.leaseTtlMs) || options.leaseTtlMs < 2) {
+  if (!Number.isSafeInteger(options.leaseTtlMs) || options.leaseTtlMs < 2 || options.leaseTtlMs > maxLeaseTtlMs) {
     throw new RankPartPublicationError(
       'leaseTtlMs',
       options.leaseTtlMs,
-      'must be a whole number of milliseconds, at least 2',
+      `must be a whole number of milliseconds, at least 2 and at most ${maxLeaseTtlMs} (etcd's maximum, 9,000,000,000 s)`,
     );
   }
   const renewEveryMs = options.renewEveryMs ?? Math.max(1, Math.floor(options.leaseTtlMs / 3));

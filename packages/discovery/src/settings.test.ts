@@ -22,6 +22,27 @@ describe('discoveryGroup', () => {
     expect(() => discovery.resolve({ argv: ['--discovery-lease-ttl-ms=1500'] })).toThrow(InvalidSettingError);
   });
 
+  it("refuses a lease TTL over etcd's maximum, naming the setting and the limit", () => {
+    expect(discovery.resolve({ argv: ['--discovery-lease-ttl-ms=9000000000000'] }).settings.discovery.leaseTtlMs).toBe(
+      9_000_000_000_000,
+    );
+    const limit = "at most 9000000000000 ms (etcd's maximum, 9,000,000,000 s)";
+    expect(() =>
+      discovery.resolve({ file: { text: 'discovery:\n  lease_ttl_ms: 9000000001000\n', origin: 'k.yaml' } }),
+    ).toThrow(
+      expect.objectContaining({
+        message: expect.stringMatching(
+          /discovery\.lease_ttl_ms = 9000000001000 in file k\.yaml:2: a lease TTL is at most 9000000000000 ms/,
+        ),
+      }),
+    );
+    expect(() => discovery.resolve({ argv: ['--discovery-lease-ttl-ms=9000000001000'] })).toThrow(
+      expect.objectContaining({
+        invalid: [expect.objectContaining({ setting: 'discovery.leaseTtlMs', reason: `a lease TTL is ${limit}` })],
+      }),
+    );
+  });
+
   it('takes a secured etcd: certificate files over https, a user and the file of its password', () => {
     const { settings } = discovery.resolve({
       argv: [

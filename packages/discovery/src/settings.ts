@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { defineGroup } from '@kvreuse/config';
+import { maxLeaseTtlMs } from './common.js';
 
 const MAX_PORT = 65_535;
 const etcdEndpoint = z
@@ -93,7 +94,11 @@ export const discoveryGroup = defineGroup('discovery', {
         'directory.',
     },
     leaseTtlMs: {
-      schema: z.int().min(1000).multipleOf(1000),
+      schema: z
+        .int()
+        .min(1000)
+        .max(maxLeaseTtlMs, { message: `a lease TTL is at most ${maxLeaseTtlMs} ms (etcd's maximum, 9,000,000,000 s)` })
+        .multipleOf(1000),
       default: 10_000,
       unit: 'ms',
       description:
