@@ -85,13 +85,13 @@ export const discoveryGroup = defineGroup('discovery', {
       schema: z.string(),
       default: '',
       description:
-        'The file holding the cluster secret that signs the transport metadata workers publish (HMAC-SHA256); ' +
-        'a worker loads no peer whose metadata another secret signed. At least 32 bytes, readable by its owner ' +
-        'only (mode 0600); every process of the cluster names the same secret. Empty: the `sqlite` backend uses ' +
-        '`<sqlite_path>.secret` beside its database, creating it (mode 0600) when absent; the `memory` backend ' +
-        'signs with a random secret of this process; the `etcd` backend refuses to start, since the machines ' +
-        "must share a secret that no default can create. A relative path resolves against the process's working " +
-        'directory.',
+        'The file holding the cluster secret that seals the transport metadata workers publish (AES-256-GCM) ' +
+        'and authenticates their pin messages; a worker loads no peer whose metadata another secret sealed. At ' +
+        'least 32 bytes, readable by its owner only (mode 0600); every process of the cluster names the same ' +
+        'secret. Empty: the `sqlite` backend uses `<sqlite_path>.secret` beside its database, creating it (mode ' +
+        '0600) when absent; the `memory` backend uses a random secret of this process; the `etcd` backend ' +
+        'refuses to start, since the machines must share a secret that no default can create. A relative path ' +
+        "resolves against the process's working directory.",
     },
     leaseTtlMs: {
       schema: z
