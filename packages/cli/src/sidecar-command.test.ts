@@ -1,7 +1,8 @@
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -140,6 +141,93 @@ describe('kvreuse sidecar', () => {
     expect(status).toBe(2);
     expect(out.stderr).toMatch(/discovery\.secret_file/);
     expect(readdirSync(folder)).toEqual([]);
+  });
+
+  it('leaves nothing it created when its SQLite discovery cannot be opened', async () => {
+    const folder = mkdtempSync(join(tmpdir(), 'kvreuse-sidecar-cli-'));
+    folders.push(folder);
+    mkdirSync(join(folder, 'folder.sqlite'));
+    writeFileSync(join(folder, 'text.sqlite'), 'not a database, and longer than a header');
+    const started = async (sqlitePath: string): Promise<{ status: number; stderr: string }> => {
+      const { out, context } = capture();
+      const args = ['sidecar', '--socket', join(folder, 'engine.sock'), '--engines', '1'];
+      const flags = ['--transport-backend', 'loopback', '--discovery-backend', 'sqlite'];
+      const status = await runCli([...args, ...flags, '--discovery-sqlite-path', sqlitePath], context);
+      return { status, stderr: out.stderr };
+    };
+    expect(await started(join(folder, 'folder.sqlite'))).toEqual({
+      status: 2,
+      stderr: expect.stringMatching(/folder\.sqlite: a directory, not a SQLite discovery file.*\[INPUT_FILE\]/),
+    });
+    expect(await started(join(folder, 'none', 'd.sqlite'))).toEqual({
+      status: 2,
+      stderr: expect.stringMatching(/d\.sqlite: its folder .*none is not a directory.*\[INPUT_FILE\]/),
+    });
+    expect(await started(join(folder, 'text.sqlite'))).toEqual({
+      status: 1,
+      stderr: expect.stringMatching(/text\.sqlite: open failed: file is not a database/),
+    });
+    expect(readdirSync(folder).sort()).toEqual(['folder.sqlite', 'text.sqlite']);
+  });
+
+  it('removes the discovery file and secret it created when it cannot listen on its socket', async () => {
+    const folder = mkdtempSync(join(tmpdir(), 'kvreuse-sidecar-cli-'));
+    folders.push(folder);
+    const socket = join(folder, 'engine.sock');
+    // The warning about the unknown variable comes after the socket was checked and before it is listened on.
+    const context = {
+      ...capture().context,
+      env: { KVREUSE_UNKNOWN: '1' },
+      stderr: (text: string) => void (text.includes('unknown KVREUSE_') && writeFileSync(socket, '')),
+    };
+    const args = ['sidecar', '--socket', socket, '--engines', '1', '--transport-backend', 'loopback'];
+    const sqlite = ['--discovery-backend', 'sqlite', '--discovery-sqlite-path', join(folder, 'd.sqlite')];
+    expect(await runCli([...args, ...sqlite], context)).toBe(1);
+    expect(readdirSync(folder)).toEqual(['engine.sock']);
+  });
+
+  it('refuses a profile it cannot admit before it creates anything', async () => {
+    const folder = mkdtempSync(join(tmpdir(), 'kvreuse-sidecar-cli-'));
+    folders.push(folder);
+    const { out, context } = capture();
+    const args = ['sidecar', '--socket', join(folder, 'engine.sock'), '--engines', '1', '--profile-name', 'none'];
+    const flags = ['--transport-backend', 'loopback', '--discovery-backend', 'sqlite'];
+    const status = await runCli([...args, ...flags, '--discovery-sqlite-path', join(folder, 'd.sqlite')], context);
+    expect(status).toBe(2);
+    expect(out.stderr).toMatch(/no built-in deployment profile is named "none"/);
+    expect(readdirSync(folder)).toEqual([]);
+  });
+
+  it('takes its discovery file and cluster secret from the command’s working directory', async () => {
+    const folder = mkdtempSync(join(tmpdir(), 'kvreuse-sidecar-cli-'));
+    folders.push(folder);
+    expect(folder).not.toBe(process.cwd());
+    const serve = async (name: string, secretFlags: string[]): Promise<void> => {
+      let interrupt = async (): Promise<void> => undefined;
+      const context = {
+        ...capture().context,
+        cwd: folder,
+        whenInterrupted: (cleanup: () => Promise<void>) => ((interrupt = cleanup), () => undefined),
+      };
+      const flags = ['--transport-backend', 'loopback', '--discovery-backend', 'sqlite'];
+      const sqlite = ['--discovery-sqlite-path', `${name}.sqlite`, ...secretFlags];
+      // The command runs up to serving before runCli returns: its files are there once it has.
+      const serving = runCli(['sidecar', '--socket', `${name}.sock`, ...flags, ...sqlite], context);
+      expect(readdirSync(folder)).toContain(`${name}.sock`);
+      await interrupt();
+      expect(await serving).toBe(0);
+    };
+    await serve('default', []);
+    expect(readdirSync(folder)).toContain('default.sqlite.secret');
+    expect(existsSync(join(process.cwd(), 'default.sqlite.secret'))).toBe(false);
+    writeFileSync(join(folder, 'named.secret'), randomBytes(32), { mode: 0o600 });
+    await serve('named', ['--discovery-secret-file', 'named.secret']);
+    expect(readdirSync(folder).sort()).toEqual([
+      'default.sqlite',
+      'default.sqlite.secret',
+      'named.secret',
+      'named.sqlite',
+    ]);
   });
 
   it('needs a socket, and refuses memory discovery (no reader could find the engines)', async () => {

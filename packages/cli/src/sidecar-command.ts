@@ -1,12 +1,12 @@
-import { lstatSync, statSync } from 'node:fs';
+import { lstatSync, rmSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { type DiscoveryStore, openClusterSecret, openDiscovery } from '@kvreuse/discovery';
+import { type ClusterSecret, type DiscoveryStore, openClusterSecret, openDiscovery } from '@kvreuse/discovery';
 import { EngineSidecar, type SidecarReport } from '@kvreuse/endpoint';
 import { loadTransport, type Transport } from '@kvreuse/native-bindings';
 import { admissionGate, declaredProfile } from '@kvreuse/profile-admission';
 import type { CommandArgs, OptionSpec } from './args.js';
 import type { CliContext, Command } from './command.js';
-import { UsageError } from './errors.js';
+import { InputFileError, UsageError } from './errors.js';
 import { jsonLinesOf, lineOptions } from './output.js';
 import { kvreuseSettings, type Settings } from './settings/all-settings.js';
 import { resolveCommandSettings, settingsHelp, settingsOptions } from './settings/command-settings.js';
@@ -42,16 +42,60 @@ function describeReport(report: SidecarReport): string {
   }
 }
 
-/** The discovery store the sidecar publishes to: sqlite (relative to the working directory) or etcd; not `memory`. */
-function openPublishing(command: string, settings: Settings['discovery'], cwd: string): DiscoveryStore {
+/** The sidecar's discovery settings, its files taken from the command's working directory. */
+function discoveryOf(settings: Settings['discovery'], cwd: string): Settings['discovery'] {
+  const secretFile = settings.secretFile === '' ? '' : resolve(cwd, settings.secretFile);
+  return { ...settings, sqlitePath: resolve(cwd, settings.sqlitePath), secretFile };
+}
+
+/** A SQLite discovery path the store could never be created at: a directory, or one in a missing folder. */
+function checkSqlitePath(path: string): void {
+  if (statSync(path, { throwIfNoEntry: false })?.isDirectory() === true)
+    throw new InputFileError(path, 'a directory, not a SQLite discovery file (set --discovery-sqlite-path)');
+  const folder = dirname(path);
+  if (statSync(folder, { throwIfNoEntry: false })?.isDirectory() !== true)
+    throw new InputFileError(path, `its folder ${folder} is not a directory (set --discovery-sqlite-path)`);
+}
+
+/** The files a start in SQLite discovery would create (a new database with its journals, the default secret) that are not there yet. */
+function filesToCreate(discovery: Settings['discovery']): string[] {
+  if (discovery.backend !== 'sqlite') return [];
+  const { sqlitePath, secretFile } = discovery;
+  const absent = (file: string) => lstatSync(file, { throwIfNoEntry: false }) === undefined;
+  // Another process's journals beside a database that exists are never ours to remove.
+  const database = absent(sqlitePath) ? [sqlitePath, `${sqlitePath}-wal`, `${sqlitePath}-shm`] : [];
+  return [...database, ...(secretFile === '' ? [`${sqlitePath}.secret`] : [])].filter(absent);
+}
+
+function removeFiles(files: readonly string[]): void {
+  for (const file of files) rmSync(file, { force: true });
+}
+
+interface Publishing {
+  readonly secret: ClusterSecret;
+  readonly store: DiscoveryStore;
+  /** What opening them created: removed again if the sidecar does not start. */
+  readonly created: readonly string[];
+}
+
+/** The cluster secret and the discovery store the sidecar publishes to: sqlite or etcd, not `memory`. */
+function openPublishing(command: string, settings: Settings['discovery'], cwd: string): Publishing {
   if (settings.backend === 'memory')
     throw new UsageError(
       command,
       'discovery.backend = memory holds one process only: readers could not find the engines',
     );
-  return openDiscovery(
-    settings.backend === 'sqlite' ? { ...settings, sqlitePath: resolve(cwd, settings.sqlitePath) } : settings,
-  );
+  const discovery = discoveryOf(settings, cwd);
+  if (discovery.backend === 'sqlite') checkSqlitePath(discovery.sqlitePath);
+  const created = filesToCreate(discovery);
+  try {
+    // The secret before the store: a secret refused leaves no discovery file behind.
+    const secret = openClusterSecret(discovery);
+    return { secret, store: openDiscovery(discovery), created };
+  } catch (error) {
+    removeFiles(created);
+    throw error;
+  }
 }
 
 /** GPU memory is served behind the declared profile's admission gate; without a profile, it is refused. */
@@ -110,13 +154,12 @@ export const sidecar: Command = {
     const { settings } = resolveCommandSettings(args, context);
     const { library } = settings.transport;
     const transport = loadTransport(library === '' ? {} : { libraryPath: resolve(context.cwd, library) });
-    // The secret before the store: a secret refused leaves no discovery file behind.
-    const secret = openClusterSecret(settings.discovery);
-    const store = openPublishing(this.name, settings.discovery, context.cwd);
+    const gate = vramGate(settings, transport);
+    const { secret, store, created } = openPublishing(this.name, settings.discovery, context.cwd);
     let withdrawn = 0;
     let stop = (): void => {};
     const stopped = new Promise<void>((resolveStop) => (stop = resolveStop));
-    let served: EngineSidecar | undefined;
+    let served: EngineSidecar;
     try {
       served = new EngineSidecar({
         transport,
@@ -125,17 +168,23 @@ export const sidecar: Command = {
         secret,
         settings,
         backend: settings.transport.backend,
-        ...vramGate(settings, transport),
+        ...gate,
         onReport: (report) => {
           context.stdout(`${json ? JSON.stringify(report) : describeReport(report)}\n`);
           if (report.kind === 'withdrawn' && ++withdrawn === engines) stop();
         },
       });
+    } catch (error) {
+      await store.close();
+      removeFiles(created);
+      throw error;
+    }
+    try {
       const takeBack = context.whenInterrupted?.(async () => stop());
       await stopped;
       takeBack?.();
     } finally {
-      await served?.close();
+      await served.close();
       await store.close();
     }
   },
