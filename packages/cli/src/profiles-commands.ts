@@ -12,7 +12,8 @@ import {
   loadProfileFile,
   type Profile,
 } from '@kvreuse/profile-admission';
-import { defaultKeyPrefix, watchWorkerReadiness } from '@kvreuse/discovery';
+import { checkKeySegment, defaultKeyPrefix, RankPartPublicationError, watchWorkerReadiness } from '@kvreuse/discovery';
+import type { CommandArgs } from './args.js';
 import type { CliContext, Command } from './command.js';
 import { openPublishedDiscovery } from './discovery.js';
 import { AdmissionRefusedError, InputFileError, UsageError } from './errors.js';
@@ -116,6 +117,18 @@ function workerFromFile(path: string): Worker {
   return assembled.worker;
 }
 
+/** The `--worker-id` values, each a worker id discovery can hold (one key segment). */
+function workerIdsOf(args: CommandArgs): string[] {
+  return (args.options.get('worker-id') ?? []).map((id) => {
+    try {
+      return checkKeySegment('workerId', id);
+    } catch (error) {
+      if (!(error instanceof RankPartPublicationError)) throw error;
+      throw new UsageError('profiles check', `--worker-id ${error.reason}, not ${JSON.stringify(id)}`);
+    }
+  });
+}
+
 /**
  * A worker as readiness assembles it from discovery. The gate passes every worker: admission is what
  * this command judges itself, and a worker with `vram` banks is only assembled behind a gate.
@@ -177,6 +190,7 @@ export const profilesCheck: Command = {
   async run(args, context) {
     const nameOrFile = atMostOne(this.name, args.positionals, 'profile name or file');
     const format = documentFormatOf(this.name, args);
+    const idsInDiscovery = workerIdsOf(args);
     const { settings } = resolveCommandSettings(args, context);
     const profile =
       nameOrFile === undefined
@@ -186,7 +200,7 @@ export const profilesCheck: Command = {
       throw new UsageError(this.name, 'no profile: name one, or declare one with --profile-name or --profile-file');
     const workers = [
       ...(args.options.get('worker') ?? []).map((file) => workerFromFile(resolve(context.cwd, file))),
-      ...(await workersFromDiscovery(args.options.get('worker-id') ?? [], settings, context)),
+      ...(await workersFromDiscovery(idsInDiscovery, settings, context)),
     ];
     const capabilities = nativeCapabilities(settings, context.cwd);
     const result = admit(profile, { workers, capabilities, settings, composition: kvreuseSettings });

@@ -179,4 +179,14 @@ describe('kvreuse profiles check', () => {
       `kvreuse: ${half}: the rank parts do not make a complete worker: missing ranks (tp 0, pp 0) [INPUT_FILE]`,
     ]);
   });
+
+  it('a --worker-id that cannot name a worker: usage error naming it, before any discovery is opened', async () => {
+    for (const id of ['', 'decode/0']) {
+      const run = await runInProcess(['profiles', 'check', 'qwen3-0.6b-bf16-b64', '--worker-id', id], { cwd: dir });
+      expect(run).toMatchObject({ status: 2, stdout: '' });
+      expect(run.stderrLines).toEqual([
+        `kvreuse: profiles check: --worker-id must be 1–200 characters of letters, digits and ._:@- (it becomes a discovery key segment), not ${JSON.stringify(id)} (see kvreuse profiles check --help) [USAGE]`,
+      ]);
+    }
+  });
 });
