@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -152,6 +152,15 @@ describe('openRequestLog', () => {
       expect.objectContaining({ msg: 'request served', request: 'short request', pull: null }),
     );
     expect(end).toBe('');
+  });
+
+  it('--log <file> it created and never wrote to (a run that failed first): closing removes it; one that was there stays', () => {
+    const { context: ctx } = context();
+    openRequestLog(splitArgs('demo', ['--log', 'unused.log'], logOptions), ctx).close();
+    expect(existsSync(join(dir, 'unused.log'))).toBe(false);
+    writeFileSync(join(dir, 'earlier.log'), '');
+    openRequestLog(splitArgs('demo', ['--log', 'earlier.log'], logOptions), ctx).close();
+    expect(readFileSync(join(dir, 'earlier.log'), 'utf8')).toBe('');
   });
 
   it('--log in a directory that does not exist: INPUT_FILE naming the file', () => {

@@ -1,7 +1,7 @@
 // The demo's request log: one line per request it served, with its receipt, on stderr or appended to
 // the file `--log` names, so that stdout (and its `-o json` summary) stays clean. A readable line by
 // default; one pino JSON line each with `--log-format json`.
-import { closeSync, openSync, writeSync } from 'node:fs';
+import { closeSync, openSync, rmSync, writeSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { pino, type Logger } from 'pino';
 import type { CommandArgs, OptionSpec } from './args.js';
@@ -84,22 +84,38 @@ export interface RequestLog {
   close(): void;
 }
 
-/** The request log `--log` asks for (a file it appends to), else on the command's stderr, in the `--log-format`. */
+/** `path` opened to append; `created` when this opened it new (`wx` first, so another's file is never taken for ours). */
+function appendTo(path: string): { path: string; fd: number; created: boolean } {
+  try {
+    try {
+      return { path, fd: openSync(path, 'wx'), created: true };
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      return { path, fd: openSync(path, 'a'), created: false };
+    }
+  } catch (error) {
+    throw new InputFileError(path, `cannot be opened to append the request log (${(error as Error).message})`, {
+      cause: error,
+    });
+  }
+}
+
+/**
+ * The request log `--log` asks for (a file it appends to), else on the command's stderr, in the `--log-format`.
+ * Closed with nothing written (the run failed first), a file it created is removed again.
+ */
 export function openRequestLog(args: CommandArgs, context: CliContext): RequestLog {
   const format = logFormatOf(args);
   const [file] = args.options.get('log') ?? [];
-  let fd: number | undefined;
-  if (file !== undefined) {
-    const path = resolve(context.cwd, file);
-    try {
-      fd = openSync(path, 'a');
-    } catch (error) {
-      throw new InputFileError(path, `cannot be opened to append the request log (${(error as Error).message})`, {
-        cause: error,
-      });
-    }
-  }
-  const write = fd === undefined ? (line: string) => context.stderr(line) : (line: string) => writeSync(fd, line);
+  const opened = file === undefined ? undefined : appendTo(resolve(context.cwd, file));
+  let written = false;
+  const write =
+    opened === undefined
+      ? (line: string) => context.stderr(line)
+      : (line: string) => {
+          written = true;
+          writeSync(opened.fd, line);
+        };
   const logger: Logger | undefined = format === 'json' ? pino({ name: 'kvreuse-demo' }, { write }) : undefined;
   return {
     served: (request, decision, receipt) => {
@@ -108,7 +124,9 @@ export function openRequestLog(args: CommandArgs, context: CliContext): RequestL
       else logger.info(record, 'request served');
     },
     close: () => {
-      if (fd !== undefined) closeSync(fd);
+      if (opened === undefined) return;
+      closeSync(opened.fd);
+      if (opened.created && !written) rmSync(opened.path, { force: true });
     },
   };
 }
