@@ -14,6 +14,7 @@ import { demoProcesses, type MainJobOptions, runMainJob } from './demo/main-job.
 import { engineSummaryLine, runEngineJob } from './demo/engine-job.js';
 import { summaryLine } from './demo/demo-summary.js';
 import { NotACheckoutError, UsageError } from './errors.js';
+import { discoveryFilesFrom } from './discovery.js';
 import { type LocalEtcd, startLocalEtcd } from './local-etcd.js';
 import { nativeCapabilities, requireUcx } from './native.js';
 import { dataOptions, documentFormatOf, renderDocument } from './output.js';
@@ -165,7 +166,11 @@ export const demo: Command = {
     const file = settingsFileOf(args, context);
     const resolved = resolveCommandSettings(args, context, exampleSettingsPath);
     const backend = backendOf(args, resolved);
-    const settings = { ...resolved.settings, transport: { ...resolved.settings.transport, backend } };
+    const settings = {
+      ...resolved.settings,
+      transport: { ...resolved.settings.transport, backend },
+      discovery: discoveryFilesFrom(resolved.settings.discovery, context.cwd),
+    };
     if (settings.discovery.backend === 'memory') {
       throw new UsageError(
         this.name,

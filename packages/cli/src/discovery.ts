@@ -4,25 +4,41 @@ import type { Settings } from './settings/all-settings.js';
 import { type DiscoveryStore, openDiscovery } from '@kvreuse/discovery';
 import { DiscoveryNotFoundError, InputFileError, UsageError } from './errors.js';
 
+/** The discovery settings with every file they name taken from the command's working directory, as every path of the cli is. */
+export function discoveryFilesFrom(settings: Settings['discovery'], cwd: string): Settings['discovery'] {
+  const from = (path: string): string => (path === '' ? '' : resolve(cwd, path));
+  return {
+    ...settings,
+    sqlitePath: from(settings.sqlitePath),
+    secretFile: from(settings.secretFile),
+    etcdCaFile: from(settings.etcdCaFile),
+    etcdCertFile: from(settings.etcdCertFile),
+    etcdKeyFile: from(settings.etcdKeyFile),
+    etcdPasswordFile: from(settings.etcdPasswordFile),
+  };
+}
+
 /**
  * Opens the discovery store the settings name, for reading what other processes published: `sqlite`
- * at an existing file (relative to the working directory), or `etcd`. `memory` holds only one
+ * at an existing file, or `etcd`, each file named taken from the command's working directory. `memory` holds only one
  * process's state, so another process can never read it.
  */
-export function openPublishedDiscovery(command: string, settings: Settings['discovery'], cwd: string): DiscoveryStore {
-  if (settings.backend === 'memory') {
+export function openPublishedDiscovery(command: string, given: Settings['discovery'], cwd: string): DiscoveryStore {
+  if (given.backend === 'memory') {
     throw new UsageError(
       command,
       'discovery.backend = memory holds one process only; use --discovery-backend sqlite (with --discovery-sqlite-path) or etcd (with --discovery-etcd-endpoints)',
     );
   }
+  const settings = discoveryFilesFrom(given, cwd);
   if (settings.backend === 'sqlite') {
-    const path = resolve(cwd, settings.sqlitePath);
-    const found = statSync(path, { throwIfNoEntry: false });
-    if (found === undefined) throw new DiscoveryNotFoundError(path);
+    const found = statSync(settings.sqlitePath, { throwIfNoEntry: false });
+    if (found === undefined) throw new DiscoveryNotFoundError(settings.sqlitePath);
     if (found.isDirectory())
-      throw new InputFileError(path, 'a directory, not a SQLite discovery file (set --discovery-sqlite-path)');
-    return openDiscovery({ ...settings, sqlitePath: path });
+      throw new InputFileError(
+        settings.sqlitePath,
+        'a directory, not a SQLite discovery file (set --discovery-sqlite-path)',
+      );
   }
   return openDiscovery(settings);
 }

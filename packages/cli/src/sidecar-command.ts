@@ -6,6 +6,7 @@ import { loadTransport, type Transport } from '@kvreuse/native-bindings';
 import { admissionGate, declaredProfile } from '@kvreuse/profile-admission';
 import type { CommandArgs, OptionSpec } from './args.js';
 import type { CliContext, Command } from './command.js';
+import { discoveryFilesFrom } from './discovery.js';
 import { InputFileError, UsageError } from './errors.js';
 import { jsonLinesOf, lineOptions } from './output.js';
 import { kvreuseSettings, type Settings } from './settings/all-settings.js';
@@ -40,12 +41,6 @@ function describeReport(report: SidecarReport): string {
         (report.failure === undefined ? '' : ` (stopped short: ${report.failure})`)
       );
   }
-}
-
-/** The sidecar's discovery settings, its files taken from the command's working directory. */
-function discoveryOf(settings: Settings['discovery'], cwd: string): Settings['discovery'] {
-  const secretFile = settings.secretFile === '' ? '' : resolve(cwd, settings.secretFile);
-  return { ...settings, sqlitePath: resolve(cwd, settings.sqlitePath), secretFile };
 }
 
 /** A SQLite discovery path the store could never be created at: a directory, or one in a missing folder. */
@@ -85,7 +80,7 @@ function openPublishing(command: string, settings: Settings['discovery'], cwd: s
       command,
       'discovery.backend = memory holds one process only: readers could not find the engines',
     );
-  const discovery = discoveryOf(settings, cwd);
+  const discovery = discoveryFilesFrom(settings, cwd);
   if (discovery.backend === 'sqlite') checkSqlitePath(discovery.sqlitePath);
   const created = filesToCreate(discovery);
   try {

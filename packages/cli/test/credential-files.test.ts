@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { runBinary } from './binary.js';
+import { runBinary, runInProcess } from './binary.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kvreuse-cli-credentials-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -77,5 +77,30 @@ describe('credentials written into an etcd URL are never echoed', () => {
     expect(run.stderr).not.toContain(password);
     expect(run.stderr).not.toContain('alice');
     expect(run.stdout).not.toContain(password);
+  });
+});
+
+describe('a credential file named by a relative path: taken from the command’s working directory', () => {
+  it('inspect, discovery.etcd_ca_file', async () => {
+    const run = await runInProcess(['inspect', ...etcd, '--discovery-etcd-ca-file', 'not.pem'], { cwd: dir });
+    expect(run.stderrLines).toEqual([
+      expect.stringMatching(
+        new RegExp(
+          `^kvreuse: etcd discovery: discovery.etcd_ca_file "${notPem}" cannot be used: not a PEM certificate`,
+        ),
+      ),
+    ]);
+    expect(run.status).toBe(2);
+  });
+
+  it('demo, discovery.secret_file', async () => {
+    writeFileSync(join(dir, 'relative.secret'), 's'.repeat(32), { mode: 0o644 });
+    const run = await runInProcess(['demo', '--backend', 'loopback', '--discovery-secret-file', 'relative.secret'], {
+      cwd: dir,
+    });
+    expect(run.stderrLines).toEqual([
+      `kvreuse: cluster secret discovery.secret_file = ${join(dir, 'relative.secret')} is open to its group or others (mode 0644); chmod 600 it [CLUSTER_SECRET_REFUSED]`,
+    ]);
+    expect(run.status).toBe(2);
   });
 });
