@@ -14,7 +14,6 @@ import { demoProcesses, type MainJobOptions, runMainJob } from './demo/main-job.
 import { engineSummaryLine, runEngineJob } from './demo/engine-job.js';
 import { summaryLine } from './demo/demo-summary.js';
 import { NotACheckoutError, UsageError } from './errors.js';
-import { discoveryFilesFrom } from './discovery.js';
 import { type LocalEtcd, startLocalEtcd } from './local-etcd.js';
 import { nativeCapabilities, requireUcx } from './native.js';
 import { dataOptions, documentFormatOf, renderDocument } from './output.js';
@@ -24,6 +23,7 @@ import {
   noSettingsFile,
   resolveCommandSettings,
   settingsFileOf,
+  settingsFilesFrom,
   settingsHelp,
   settingsOptions,
 } from './settings/command-settings.js';
@@ -166,11 +166,8 @@ export const demo: Command = {
     const file = settingsFileOf(args, context);
     const resolved = resolveCommandSettings(args, context, exampleSettingsPath);
     const backend = backendOf(args, resolved);
-    const settings = {
-      ...resolved.settings,
-      transport: { ...resolved.settings.transport, backend },
-      discovery: discoveryFilesFrom(resolved.settings.discovery, context.cwd),
-    };
+    const fromCwd = settingsFilesFrom(resolved.settings, context.cwd);
+    const settings = { ...fromCwd, transport: { ...fromCwd.transport, backend } };
     if (settings.discovery.backend === 'memory') {
       throw new UsageError(
         this.name,

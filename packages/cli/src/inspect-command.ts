@@ -20,7 +20,12 @@ import { summarizeInventoryBatch, type InventorySummary } from './inventory-summ
 import { dataOptions, documentFormatOf, renderDocument } from './output.js';
 import { nativeCapabilities } from './native.js';
 import { type ProcessPins, readProcessPins } from './pin-metrics.js';
-import { resolveCommandSettings, settingsHelp, settingsOptions } from './settings/command-settings.js';
+import {
+  resolveCommandSettings,
+  settingsFilesFrom,
+  settingsHelp,
+  settingsOptions,
+} from './settings/command-settings.js';
 
 /** One published rank part, as inspect reports it. */
 export interface InspectedRankPart {
@@ -213,7 +218,7 @@ export const inspect: Command = {
           this.name,
           `--metrics is an http:// or https:// URL (http://host:port/metrics), not ${JSON.stringify(url)}`,
         );
-    const { settings } = resolveCommandSettings(args, context);
+    const settings = settingsFilesFrom(resolveCommandSettings(args, context).settings, context.cwd);
     const store = openPublishedDiscovery(this.name, settings.discovery, context.cwd);
     try {
       const result = await inspectDiscovery(store, settings, context.cwd, Date.now());

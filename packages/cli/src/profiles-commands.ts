@@ -20,7 +20,12 @@ import { AdmissionRefusedError, InputFileError, UsageError } from './errors.js';
 import { profileGroupsHelp } from './help-groups.js';
 import { dataOptions, documentFormatOf, renderDocument } from './output.js';
 import { nativeCapabilities } from './native.js';
-import { resolveCommandSettings, settingsHelp, settingsOptions } from './settings/command-settings.js';
+import {
+  resolveCommandSettings,
+  settingsFilesFrom,
+  settingsHelp,
+  settingsOptions,
+} from './settings/command-settings.js';
 
 function rolesOf(profile: Profile): string {
   return Object.entries(profile.roles)
@@ -191,7 +196,7 @@ export const profilesCheck: Command = {
     const nameOrFile = atMostOne(this.name, args.positionals, 'profile name or file');
     const format = documentFormatOf(this.name, args);
     const idsInDiscovery = workerIdsOf(args);
-    const { settings } = resolveCommandSettings(args, context);
+    const settings = settingsFilesFrom(resolveCommandSettings(args, context).settings, context.cwd);
     const profile =
       nameOrFile === undefined
         ? declaredProfile(settings, { settings: kvreuseSettings })

@@ -6,11 +6,15 @@ import { loadTransport, type Transport } from '@kvreuse/native-bindings';
 import { admissionGate, declaredProfile } from '@kvreuse/profile-admission';
 import type { CommandArgs, OptionSpec } from './args.js';
 import type { CliContext, Command } from './command.js';
-import { discoveryFilesFrom } from './discovery.js';
 import { InputFileError, UsageError } from './errors.js';
 import { jsonLinesOf, lineOptions } from './output.js';
 import { kvreuseSettings, type Settings } from './settings/all-settings.js';
-import { resolveCommandSettings, settingsHelp, settingsOptions } from './settings/command-settings.js';
+import {
+  resolveCommandSettings,
+  settingsFilesFrom,
+  settingsHelp,
+  settingsOptions,
+} from './settings/command-settings.js';
 
 /** Linux's `sun_path` holds 108 bytes, the last a NUL. */
 const maxSocketPathBytes = 107;
@@ -73,14 +77,13 @@ interface Publishing {
   readonly created: readonly string[];
 }
 
-/** The cluster secret and the discovery store the sidecar publishes to: sqlite or etcd, not `memory`. */
-function openPublishing(command: string, settings: Settings['discovery'], cwd: string): Publishing {
-  if (settings.backend === 'memory')
+/** The cluster secret and the discovery store the sidecar publishes to (its files already absolute): sqlite or etcd, not `memory`. */
+function openPublishing(command: string, discovery: Settings['discovery']): Publishing {
+  if (discovery.backend === 'memory')
     throw new UsageError(
       command,
       'discovery.backend = memory holds one process only: readers could not find the engines',
     );
-  const discovery = discoveryFilesFrom(settings, cwd);
   if (discovery.backend === 'sqlite') checkSqlitePath(discovery.sqlitePath);
   const created = filesToCreate(discovery);
   try {
@@ -146,11 +149,11 @@ export const sidecar: Command = {
     const path = socketPathOf(socket, context.cwd);
     const engines = enginesToServe(args, context);
     const json = jsonLinesOf(this.name, args);
-    const { settings } = resolveCommandSettings(args, context);
+    const settings = settingsFilesFrom(resolveCommandSettings(args, context).settings, context.cwd);
     const { library } = settings.transport;
     const transport = loadTransport(library === '' ? {} : { libraryPath: resolve(context.cwd, library) });
     const gate = vramGate(settings, transport);
-    const { secret, store, created } = openPublishing(this.name, settings.discovery, context.cwd);
+    const { secret, store, created } = openPublishing(this.name, settings.discovery);
     let withdrawn = 0;
     let stop = (): void => {};
     const stopped = new Promise<void>((resolveStop) => (stop = resolveStop));

@@ -112,6 +112,17 @@ describe('kvreuse profiles check', () => {
     });
   });
 
+  it('a profile.file the settings declare by a relative path: taken from the command’s working directory', async () => {
+    const profile = builtInProfile('qwen3-0.6b-bf16-b64', { settings: kvreuseSettings });
+    writeFileSync(join(dir, 'declared.json'), JSON.stringify(profile));
+    const run = await runInProcess(
+      ['profiles', 'check', '--worker', decodeWorker, '--json', '--profile-file', 'declared.json'],
+      { cwd: dir },
+    );
+    expect(run.stderr).toBe('');
+    expect(JSON.parse(run.stdout)).toMatchObject({ profile: 'qwen3-0.6b-bf16-b64', admitted: true });
+  });
+
   it('refuses with every reason on stdout, one line on stderr, exit 1', async () => {
     const run = await runInProcess([
       'profiles',

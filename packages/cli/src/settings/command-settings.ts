@@ -5,9 +5,11 @@ import {
   type ResolveOptions,
   type SettingsDefinition,
 } from '@kvreuse/config';
-import { kvreuseSettings, type ResolvedSettings } from './all-settings.js';
+import { resolve } from 'node:path';
+import { kvreuseSettings, type ResolvedSettings, type Settings } from './all-settings.js';
 import type { CommandArgs, OptionSpec } from '../args.js';
 import type { CliContext } from '../command.js';
+import { discoveryFilesFrom } from '../discovery.js';
 
 /** `--config <file>`: the settings file of every command that resolves settings. */
 export const configOption: OptionSpec = {
@@ -66,6 +68,16 @@ export function resolveCommandSettings(args: CommandArgs, context: CliContext, f
   const resolved = kvreuseSettings.resolve(settingsSources(args, context, fallback));
   warnUnknownEnv(resolved, context);
   return resolved;
+}
+
+/** The settings with every file they name (discovery's, `profile.file`) taken from the command's working directory. */
+export function settingsFilesFrom(settings: Settings, cwd: string): Settings {
+  const { file } = settings.profile;
+  return {
+    ...settings,
+    discovery: discoveryFilesFrom(settings.discovery, cwd),
+    profile: { ...settings.profile, file: file === '' ? '' : resolve(cwd, file) },
+  };
 }
 
 /** The settings part of a command's help: where settings come from, then the flags of the groups it reads. */
