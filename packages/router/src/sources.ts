@@ -52,7 +52,10 @@ interface Entry {
    * report naming another one is about a newer one.
    */
   readyIncarnations: Set<string>;
-  /** Compatibility verdicts of the ready incarnation, by destination incarnation. */
+  /**
+   * Compatibility verdicts of the ready incarnation, by destination incarnation, least recently asked
+   * first (at most `rememberedVerdicts`).
+   */
   compatibility: Map<string, string | undefined>;
   /** The destination descriptor last asked about, and its verdict: most decisions ask about the same one. */
   lastDestination: Worker | undefined;
@@ -66,6 +69,13 @@ const healthy: SourceHealth = Object.freeze({ healthy: true });
  * lagging several restarts behind. Taken for a newer incarnation's, it only withdraws the ready one.
  */
 const rememberedReadyIncarnations = 4;
+
+/**
+ * Verdicts kept per source: more than the destinations one router sends a source's blocks to, so that
+ * only superseded destination incarnations (each restart is a new one) fall off; recomputing a verdict
+ * is one `checkCompatibility` call.
+ */
+const rememberedVerdicts = 256;
 
 export interface SourceBookOptions {
   /**
@@ -230,7 +240,8 @@ export class SourceBook {
 
   /**
    * Whether the ready incarnation's blocks can move to `destination`: undefined if they can, else why
-   * not (`checkCompatibility` of @kvreuse/descriptors, in words). Remembered per destination incarnation.
+   * not (`checkCompatibility` of @kvreuse/descriptors, in words). Remembered per destination
+   * incarnation, for the 256 asked about last.
    */
   incompatibility(source: SourceState, destination: Worker): string | undefined {
     const entry = this.entries.get(source.workerId);
@@ -242,9 +253,9 @@ export class SourceBook {
     else {
       const result = checkCompatibility(source.worker, destination);
       verdict = result.ok ? undefined : result.reasons.map((reason) => reason.message).join('; ');
-      current?.compatibility.set(key, verdict);
     }
     if (current !== undefined) {
+      rememberVerdict(current.compatibility, key, verdict);
       current.lastDestination = destination;
       current.lastVerdict = verdict;
     }
@@ -280,6 +291,15 @@ function rememberReady(entry: Entry, incarnation: string): void {
   for (const oldest of remembered) {
     if (remembered.size <= rememberedReadyIncarnations) break;
     remembered.delete(oldest);
+  }
+}
+
+function rememberVerdict(verdicts: Map<string, string | undefined>, key: string, verdict: string | undefined): void {
+  verdicts.delete(key);
+  verdicts.set(key, verdict);
+  for (const oldest of verdicts.keys()) {
+    if (verdicts.size <= rememberedVerdicts) break;
+    verdicts.delete(oldest);
   }
 }
 
