@@ -39,6 +39,19 @@ function peerOf(worker: Worker): Peer {
 
 const local = { banks: [] } as unknown as RegisteredRank;
 
+/** The write template from `source` to the remote's only rank, as a push asks for it. */
+function pairTemplate(templates: PeerTemplates, remote: Worker) {
+  return {
+    template: templates.between(source, remote),
+    pair: 0,
+    direction: 'write' as const,
+    remote: remote.ranks[0]!,
+    peer: peerOf(remote),
+    local,
+    noRegion: (why: string) => new Error(why),
+  };
+}
+
 describe('PeerTemplates', () => {
   it('builds a template once per pair of incarnations, and forgets it when either worker restarts', () => {
     const templates = new PeerTemplates(countingAgent().agent);
@@ -51,18 +64,31 @@ describe('PeerTemplates', () => {
   it('holds one registered template per remote worker, direction and pair, however often the remote restarts', () => {
     const { agent, held } = countingAgent();
     const templates = new PeerTemplates(agent);
-    const register = (remote: Worker) =>
-      templates.registered({
-        template: templates.between(source, remote),
-        pair: 0,
-        direction: 'write',
-        remote: remote.ranks[0]!,
-        peer: peerOf(remote),
-        local,
-        noRegion: (why) => new Error(why),
-      });
-    for (let restart = 1; restart <= 50; restart++) register(restarted(destination, restart));
+    for (let restart = 1; restart <= 50; restart++)
+      templates.release(templates.acquire(pairTemplate(templates, restarted(destination, restart))));
     expect(held()).toBe(1);
+    templates.close();
+    expect(held()).toBe(0);
+  });
+
+  it('keeps the registration of a superseded incarnation until the last transfer holding it gives it back', () => {
+    const { agent, held } = countingAgent();
+    const templates = new PeerTemplates(agent);
+    const old = restarted(destination, 1);
+    const first = templates.acquire(pairTemplate(templates, old));
+    const second = templates.acquire(pairTemplate(templates, old));
+    const current = templates.acquire(pairTemplate(templates, restarted(destination, 2)));
+    expect(held()).toBe(2);
+    templates.release(first);
+    expect(held()).toBe(2);
+    templates.release(second);
+    expect(held()).toBe(1);
+    templates.release(current);
+    expect(held()).toBe(1);
+    // Closed with a superseded registration still held: every one is released.
+    templates.acquire(pairTemplate(templates, restarted(destination, 3)));
+    templates.acquire(pairTemplate(templates, restarted(destination, 4)));
+    expect(held()).toBe(2);
     templates.close();
     expect(held()).toBe(0);
   });

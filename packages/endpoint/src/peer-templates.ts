@@ -46,6 +46,10 @@ export class PeerTemplates {
   readonly #built = new Map<string, Incarnated<TransferTemplate>>();
   /** Registered templates by direction, remote worker and pair, of the last remote incarnation and peer generation. */
   readonly #registered = new Map<string, Incarnated<RegisteredTemplate>>();
+  /** The registrations transfers hold (`acquire`), with how many hold each. */
+  readonly #holders = new Map<RegisteredTemplate, number>();
+  /** Registrations a restart superseded while transfers held them: released when the last lets go. */
+  readonly #superseded = new Set<RegisteredTemplate>();
   #closed = false;
 
   constructor(agent: Pick<Agent, 'registerTemplate'>) {
@@ -70,32 +74,57 @@ export class PeerTemplates {
 
   /**
    * The pair's template on this agent, registered once per direction, remote incarnation and peer
-   * generation; the registration of the remote's previous incarnation or generation is released. Once closed, `DrainingError`: the rank's banks are about to be deregistered.
+   * generation, held by the caller's transfer until it gives it back with `release`. The registration of
+   * the remote's previous incarnation or generation is released once no transfer holds it. Once closed,
+   * `DrainingError`: the rank's banks are about to be deregistered.
    */
-  registered(options: PairTemplate): RegisteredTemplate {
+  acquire(options: PairTemplate): RegisteredTemplate {
     if (this.#closed)
       throw new DrainingError(
         'register a transfer template',
         'this rank is draining: its transfer templates are closed; no new transfer is started',
       );
-    const { template, pair, direction, remote, peer, local } = options;
-    const key = `${direction}/${remote.workerId}/${pair}`;
-    const incarnations = `${remote.incarnation}/${peer.generation}`;
+    const key = `${options.direction}/${options.remote.workerId}/${options.pair}`;
+    const incarnations = `${options.remote.incarnation}/${options.peer.generation}`;
     const known = this.#registered.get(key);
-    if (known?.incarnations === incarnations) return known.value;
+    const registered = known?.incarnations === incarnations ? known.value : this.#register(options);
+    this.#registered.set(key, { incarnations, value: registered });
+    if (known !== undefined && known.value !== registered) this.#retire(known.value);
+    this.#holders.set(registered, (this.#holders.get(registered) ?? 0) + 1);
+    return registered;
+  }
+
+  #register(options: PairTemplate): RegisteredTemplate {
+    const { template, pair, direction, remote, peer, local } = options;
     const remoteRegions = remoteRegionIds(peer, remote, options.noRegion);
     const localRegions = local.banks.map((bank) => bank.region as NonNullable<typeof bank.region>);
-    const registered = this.#agent.registerTemplate({ peer, template, pair, direction, localRegions, remoteRegions });
-    this.#registered.set(key, { incarnations, value: registered });
-    // The remote restarted or its peer was reloaded: the superseded registration carries no transfer any more.
-    known?.value.release();
-    return registered;
+    return this.#agent.registerTemplate({ peer, template, pair, direction, localRegions, remoteRegions });
+  }
+
+  /** A transfer gives back a registration it acquired: a superseded one no transfer holds is released. */
+  release(registered: RegisteredTemplate): void {
+    const holders = (this.#holders.get(registered) ?? 0) - 1;
+    if (holders > 0) {
+      this.#holders.set(registered, holders);
+      return;
+    }
+    this.#holders.delete(registered);
+    if (this.#superseded.delete(registered)) registered.release();
+  }
+
+  /** The remote restarted or its peer was reloaded: no new transfer posts on `registered` any more. */
+  #retire(registered: RegisteredTemplate): void {
+    if (this.#holders.has(registered)) this.#superseded.add(registered);
+    else registered.release();
   }
 
   /** Releases every registered template and registers no more (at drain: before any deregistration). */
   close(): void {
     this.#closed = true;
     for (const { value } of this.#registered.values()) value.release();
+    for (const registered of this.#superseded) registered.release();
     this.#registered.clear();
+    this.#superseded.clear();
+    this.#holders.clear();
   }
 }

@@ -9,7 +9,7 @@ import {
   type Worker,
 } from '@kvreuse/descriptors';
 import type { OperationLedger, PeerBook, PeerTicket } from '@kvreuse/drain';
-import type { Agent, Peer, PostBlocksRequest, PostRequest } from '@kvreuse/native-bindings';
+import type { Agent, Peer, PostBlocksRequest, PostRequest, RegisteredTemplate } from '@kvreuse/native-bindings';
 import type { ClusterSecret, ReadinessGate, WorkerReadiness } from '@kvreuse/discovery';
 import type { RegisteredRank } from '@kvreuse/registry';
 import { codeOf } from '@kvreuse/errors';
@@ -177,11 +177,12 @@ export class PullSide {
       return this.#finish(refusedReceipt(hint.blocks.count, shortfalls, verify, link, pinMs), policy);
     }
 
+    const acquired: RegisteredTemplate[] = [];
     try {
       const pairs = pairIndexes.map((pair, index): PullPair => {
         const part = sourceParts[index] as RankPart;
         const { peer, ticket } = sources.get(part) as { peer: Peer; ticket: PeerTicket };
-        const registered = this.#options.templates.registered({
+        const registered = this.#options.templates.acquire({
           template,
           pair,
           direction: 'read',
@@ -190,6 +191,7 @@ export class PullSide {
           local: rank.registered,
           noRegion: refuseSource,
         });
+        acquired.push(registered);
         return { template: registered, ticket, banks: rank.registered.banks, bytes: this.#options.bankBytes ?? [] };
       });
       const receipt = await pullPinned({
@@ -211,6 +213,8 @@ export class PullSide {
     } catch (error) {
       await releasePins(pins, request.beforeRelease);
       throw error;
+    } finally {
+      for (const registered of acquired) this.#options.templates.release(registered);
     }
   }
 

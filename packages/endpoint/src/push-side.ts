@@ -83,7 +83,7 @@ export class PushSide {
     own: { readonly registered: RegisteredRank; readonly worker: Worker },
   ): Promise<PushReceipt> {
     checkPushRequest(request);
-    const { workerId, sourceBlocks, destinationBlocks } = request;
+    const { workerId } = request;
     const readiness = await this.#options.workers.readiness(workerId);
     if (!readiness.ready)
       throw new PushFailedError(
@@ -92,9 +92,22 @@ export class PushSide {
       );
     const template = this.#options.templates.between(own.worker, readiness.worker);
     const writes: { write: RegisteredTemplate; ticket: PeerTicket }[] = [];
-    for (const [pair, route] of template.pairs.entries())
-      if (sameRank(route.sourceRank, this.#options.rank))
-        writes.push(await this.#write(template, pair, readiness.worker, own.registered));
+    try {
+      for (const [pair, route] of template.pairs.entries())
+        if (sameRank(route.sourceRank, this.#options.rank))
+          writes.push(await this.#write(template, pair, readiness.worker, own.registered));
+      return await this.#writeBlocks(request, writes, own.registered);
+    } finally {
+      for (const { write } of writes) this.#options.templates.release(write);
+    }
+  }
+
+  async #writeBlocks(
+    request: PushRequest,
+    writes: readonly { write: RegisteredTemplate; ticket: PeerTicket }[],
+    local: RegisteredRank,
+  ): Promise<PushReceipt> {
+    const { workerId, sourceBlocks, destinationBlocks } = request;
     const started = performance.now();
     let bytes = 0;
     // One post per block and rank pair, a block at a time: the first transfer to a freshly loaded peer
@@ -108,7 +121,7 @@ export class PushSide {
             sourceBlocks: sourceBlocks.subarray(block, block + 1),
             destinationBlocks: destinationBlocks.subarray(block, block + 1),
           },
-          { ticket, banks: own.registered.banks },
+          { ticket, banks: local.banks },
         ),
       );
       const outcomes = await Promise.all(posts.map((operation) => operation.outcome));
@@ -134,7 +147,7 @@ export class PushSide {
     const part = destination.ranks.find((candidate) => sameRank(rankOf(candidate), target)) as RankPart;
     const peer = await loadQueuedRankPeer(agent, part, secret);
     const ticket = peers.track(part.transport.agentName, destination.incarnation, peer);
-    const write = templates.registered({
+    const write = templates.acquire({
       template,
       pair,
       direction: 'write',
