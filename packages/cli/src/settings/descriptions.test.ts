@@ -71,7 +71,7 @@ describe('settingDescriptions', () => {
       type: 'one of memory | sqlite | etcd',
       default: 'sqlite',
     });
-    expect(describeSetting('discovery.leaseTtlMs').type).toBe('integer ≥ 1000, a multiple of 1000');
+    expect(describeSetting('discovery.leaseTtlMs').type).toBe('integer 1000–9000000000000, a multiple of 1000');
     expect(describeSetting('discovery.etcdEndpoints')).toMatchObject({
       type: 'list (at least 1) of http://host:port or https://host:port',
       default: ['http://127.0.0.1:2379'],
