@@ -1,7 +1,8 @@
 // The endpoint's Prometheus metrics, and the optional HTTP listener that serves them at /metrics.
 import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { registerDefaultMetrics } from '@kvreuse/router';
 import { EndpointOptionError, MetricsPortError } from './errors.js';
 import { type EndpointState, endpointStates } from './lifecycle.js';
 import { type PinMessageRefusal, pinMessageRefusals } from './pin-auth.js';
@@ -50,24 +51,12 @@ const endpointVersion = (
   JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
 ).version;
 
-let processDefaultMetrics: Registry | undefined;
-
 /**
  * `kvreuse_build_info`, and in a registry of the endpoint's own the process's default metrics (`process_*`,
- * `nodejs_*`), collected once per process: each collection starts collectors that run for the life of the
- * process (an event-loop delay monitor, a GC observer).
+ * `nodejs_*`), collected once per process (`registerDefaultMetrics` of @kvreuse/router).
  */
 function registerProcessMetrics(registry: Registry, own: boolean): void {
-  if (own) {
-    if (processDefaultMetrics === undefined) {
-      processDefaultMetrics = new Registry();
-      collectDefaultMetrics({ register: processDefaultMetrics });
-    }
-    for (const { name } of processDefaultMetrics.getMetricsAsArray()) {
-      const metric = processDefaultMetrics.getSingleMetric(name);
-      if (metric !== undefined) registry.registerMetric(metric);
-    }
-  }
+  if (own) registerDefaultMetrics(registry);
   new Gauge({
     name: 'kvreuse_build_info',
     help: 'Always 1; its labels say which kvreuse endpoint and Node.js this process runs.',

@@ -50,6 +50,6 @@ export {
   type RouteDestination,
   type RouteRequest,
 } from './decide.js';
-export { RouterMetrics, type RouterMetricsOptions } from './metrics.js';
+export { registerDefaultMetrics, RouterMetrics, type RouterMetricsOptions } from './metrics.js';
 export { SavingReport, type SavingRow } from './saving-report.js';
 export { routerGroup } from './settings.js';

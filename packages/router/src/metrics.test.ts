@@ -2,7 +2,7 @@ import perfHooks from 'node:perf_hooks';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { codeOf } from '@kvreuse/errors';
-import { RouterMetrics } from './metrics.js';
+import { registerDefaultMetrics, RouterMetrics } from './metrics.js';
 
 function thrown(run: () => unknown): unknown {
   try {
@@ -38,6 +38,18 @@ describe('RouterMetrics', () => {
     expect(monitors).not.toHaveBeenCalled();
     expect(observers).not.toHaveBeenCalled();
     for (const metrics of later) expect(await metrics.text()).toMatch(/^nodejs_eventloop_lag_seconds /m);
+  });
+
+  it("registerDefaultMetrics puts the process's default metrics in a caller's registry once, starting no collector again", async () => {
+    new RouterMetrics();
+    const monitors = vi.spyOn(perfHooks, 'monitorEventLoopDelay');
+    const registry = new Registry();
+    registerDefaultMetrics(registry);
+    expect(monitors).not.toHaveBeenCalled();
+    expect(await registry.metrics()).toMatch(/^process_cpu_user_seconds_total /m);
+    expect(codeOf(thrown(() => registerDefaultMetrics(registry)))).toBe('INVALID_ROUTER_OPTION');
+    expect(() => registerDefaultMetrics(registry)).toThrow('process_cpu_user_seconds_total');
+    expect(() => registerDefaultMetrics({} as Registry)).toThrow('registry');
   });
 
   it('in a registry given, adds only its own metrics', async () => {

@@ -1,6 +1,6 @@
 // The router's Prometheus metrics: what it decided and why. The process that runs the router serves them
 // (the demo's parent beside its ranks' endpoints, each of which serves its transfers and pins).
-import { collectDefaultMetrics, Counter, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, type Metric, Registry } from 'prom-client';
 import { type DecisionReason, decisionReasons, type RouteDecision } from './decide.js';
 import { RouterOptionError } from './errors.js';
 
@@ -21,18 +21,24 @@ const possibleDecisions = decisionReasons.map((reason: DecisionReason) => ({
 let processDefaultMetrics: Registry | undefined;
 
 /**
- * Puts prom-client's default metrics in `registry`, collected once per process: each collection starts
- * collectors that run for the life of the process (an event-loop delay monitor, a GC observer).
+ * Puts prom-client's default metrics (`process_*`, `nodejs_*`) in `registry`, collected once per process
+ * and shared by every registry given: each collection starts collectors that run for the life of the
+ * process (an event-loop delay monitor, a GC observer). `RouterMetrics` and `EndpointMetrics` use it for
+ * registries of their own. Throws `RouterOptionError` for a registry that is not one, or that holds any
+ * of those metrics already.
  */
-function registerDefaultMetrics(registry: Registry): void {
+export function registerDefaultMetrics(registry: Registry): void {
+  if (!(registry instanceof Registry))
+    throw new RouterOptionError('registry', registry, 'a prom-client Registry (of the prom-client kvreuse depends on)');
   if (processDefaultMetrics === undefined) {
     processDefaultMetrics = new Registry();
     collectDefaultMetrics({ register: processDefaultMetrics });
   }
-  for (const { name } of processDefaultMetrics.getMetricsAsArray()) {
-    const metric = processDefaultMetrics.getSingleMetric(name);
-    if (metric !== undefined) registry.registerMetric(metric);
-  }
+  const metrics = processDefaultMetrics.getMetricsAsArray().map(({ name }) => name);
+  const held = metrics.find((name) => registry.getSingleMetric(name) !== undefined);
+  if (held !== undefined)
+    throw new RouterOptionError('registry', held, 'a registry without the default metrics: it holds this one already');
+  for (const name of metrics) registry.registerMetric(processDefaultMetrics.getSingleMetric(name) as Metric);
 }
 
 /** `kvreuse_route_decisions_total` (by action and reason), every possible series from the first scrape. */
