@@ -178,6 +178,24 @@ describe('PinClient', () => {
     expect(pool.pinsOn(0)).toBe(0);
   });
 
+  it('forgets a timed-out request an answer timeout later: its grant arriving then is ignored and lapses at the source', async () => {
+    const { client, clock, server, sourcePeer, readerAgent, pool, toSource, toReader } = await pair();
+    const pinning = askForBlock10(client, sourcePeer);
+    clock.advance(500);
+    await expect(pinning).rejects.toThrow(PinTimeoutError);
+    clock.advance(500);
+    await toSource();
+    expect(pool.pinsOn(0)).toBe(1);
+    const sent = readerAgent.counters().notificationsSent;
+    await toReader();
+    expect(readerAgent.counters().notificationsSent).toBe(sent);
+    expect(client.heldPins).toBe(0);
+    clock.advance(900);
+    await nextTurn();
+    expect(server.heldPins).toBe(0);
+    expect(pool.pinsOn(0)).toBe(0);
+  });
+
   it('times out a release the source does not acknowledge', async () => {
     const { clock, pin } = await pair();
     const held = await pin([10n]);

@@ -48,6 +48,11 @@ type Outcome =
   | { readonly unresponsive: PeerEvent }
   | { readonly closed: true };
 
+interface AbandonedRequest {
+  readonly peer: Peer;
+  readonly forgetAt: number;
+}
+
 interface Waiter {
   readonly peer: Peer;
   readonly answers: ReadonlySet<PinMessage['kind']>;
@@ -117,8 +122,12 @@ export class PinClient {
   /** Exchanges awaiting their answer, by request id (a pin request) or grant id (a release). */
   readonly #waiters = new Map<string, Waiter>();
   readonly #pins = new Map<string, ClientPin>();
-  /** Pins whose request timed out or whose source stopped answering, by pin id: a grant arriving late is given straight back. */
-  readonly #abandoned = new Map<string, Peer>();
+  /**
+   * Requests that timed out or whose source stopped answering, by request id, oldest first: a grant arriving
+   * within an answer timeout of that is given straight back; a later one is ignored, and lapses at the source
+   * since nothing renews it.
+   */
+  readonly #abandoned = new Map<string, AbandonedRequest>();
   /** Peers the heartbeat reported unresponsive and not responsive since: a pin asked of them fails at once. */
   readonly #unresponsive = new Map<Peer, PeerEvent>();
   #malformed = 0;
@@ -172,7 +181,7 @@ export class PinClient {
     const outcome = await this.#exchange(request.peer, message, pinAnswers);
     if ('closed' in outcome) throw new ReaderClosedError('pin', request.source.rank);
     if (!('answer' in outcome)) {
-      this.#abandoned.set(pinId, request.peer);
+      this.#abandon(pinId, request.peer);
       this.#unwatchIfUnused(request.peer);
       if ('unresponsive' in outcome) throw unresponsiveError('pin', request.source.rank, outcome.unresponsive);
       throw new PinTimeoutError('pin', request.source.rank, this.#options.answerTimeoutMs);
@@ -208,12 +217,13 @@ export class PinClient {
       waiter.settle({ answer: message });
       return true;
     }
+    this.#forgetAbandonedBy(this.#clock.now());
     const abandoned = this.#abandoned.get(message.pinId);
     if (abandoned !== undefined) {
-      if (abandoned.name !== sender) return this.#refuseNotSource();
+      if (abandoned.peer.name !== sender) return this.#refuseNotSource();
       this.#abandoned.delete(message.pinId);
       if (message.kind === 'grant')
-        this.#channel.send(abandoned, { kind: 'release', pinId: message.grantId, sequence: 1 });
+        this.#channel.send(abandoned.peer, { kind: 'release', pinId: message.grantId, sequence: 1 });
       return true;
     }
     const pin = this.#pins.get(message.pinId);
@@ -224,6 +234,21 @@ export class PinClient {
     else if (message.kind === 'refuse')
       pin.lose(renewalRefusalLoss(message.reason), `the source refused its renewal (${message.reason})`);
     return true;
+  }
+
+  #abandon(pinId: string, peer: Peer): void {
+    const now = this.#clock.now();
+    this.#forgetAbandonedBy(now);
+    this.#abandoned.set(pinId, { peer, forgetAt: now + this.#options.answerTimeoutMs });
+  }
+
+  /** Forgets the abandoned requests whose late grant is no longer awaited at `now`. */
+  #forgetAbandonedBy(now: number): void {
+    // Oldest first, all kept for the same time: the first one still awaited ends the pruning.
+    for (const [pinId, { forgetAt }] of this.#abandoned) {
+      if (forgetAt > now) break;
+      this.#abandoned.delete(pinId);
+    }
   }
 
   /** Counts a message about a pin that did not come from the pin's source; always true (it was for a reader). */
