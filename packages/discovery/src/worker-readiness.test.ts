@@ -337,6 +337,32 @@ describe.each(localBackends)('worker readiness on $name discovery', (backend) =>
     expect(seen).toEqual(['ready inc-a', superseded, 'ready inc-b', superseded]);
   });
 
+  it('logs each write of a part that contradicts the fence once, remembering only the writes still stored', async () => {
+    const [tp0] = rankPartsOf({ workerId, incarnation: 'inc-a', tpSize: 1 }) as [RankPart];
+    const key = rankPartKey(tp0, tp0.parallel);
+    const adds = vi.spyOn(Set.prototype, 'add');
+    let added: { readonly value: unknown; readonly set: Set<unknown> }[];
+    try {
+      await follow();
+      for (let write = 1; write <= 5; write++) {
+        await store.put(key, encodeRankPartRecord(tp0, 7), { lease });
+        await vi.waitFor(() => expect(warnings.length).toBe(write), { timeout: 20_000, interval: 5 });
+      }
+      await watch?.settled();
+    } finally {
+      added = adds.mock.calls.map(([value], call) => ({ value, set: adds.mock.contexts[call] as Set<unknown> }));
+      adds.mockRestore();
+    }
+    // The tracker's memory of logged writes is the set that every write was added to.
+    const writesAdded = new Map<Set<unknown>, Set<unknown>>();
+    for (const { value, set } of added) {
+      if (String(value).startsWith(`${key} `)) writesAdded.set(set, (writesAdded.get(set) ?? new Set()).add(value));
+    }
+    const remembered = [...writesAdded].filter(([, writes]) => writes.size === 5).map(([set]) => set.size);
+    expect(remembered).toEqual([1]);
+    expect(warnings[4]).toContain('claims epoch 7, and the worker has no epoch fence');
+  });
+
   it('lets the ranks of a new incarnation publish at the same time without deleting each other', async () => {
     await publish(rankPartsOf({ workerId, incarnation: 'inc-a', tpSize: 4 }));
     await follow();

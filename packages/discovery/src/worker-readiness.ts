@@ -151,7 +151,7 @@ class ReadinessTracker implements WorkerReadinessWatch {
   #current: WorkerReadiness;
   #reported: string | undefined;
   #closed = false;
-  /** The writes (key and revision) of contradicting parts already logged. */
+  /** The writes (key and revision) of contradicting parts already logged, of those still stored. */
   readonly #loggedContradictions = new Set<string>();
 
   constructor(store: DiscoveryStore, workerId: string, options: WatchWorkerReadinessOptions) {
@@ -262,12 +262,21 @@ class ReadinessTracker implements WorkerReadinessWatch {
   /** Logs, once per write, each valid part whose record claims an epoch the fence does not hold. */
   #logContradictions(parts: readonly StoredPart[], fence: EpochFence | undefined): void {
     for (const { key, modRevision, part, epoch } of parts) {
-      const written = `${key} ${modRevision}`;
+      const written = writeOf(key, modRevision);
       if (this.#loggedContradictions.has(written)) continue;
       this.#loggedContradictions.add(written);
       (this.#options.logger ?? console).warn(
         `kvreuse discovery: worker ${this.#workerId}: rank part at ${JSON.stringify(key)} refused: incarnation ${part?.incarnation} claims epoch ${epoch}, ${describeFence(fence)}; it does not count towards readiness`,
       );
+    }
+  }
+
+  /** Forgets the logged writes no longer stored: one overwritten or deleted never comes back. */
+  #forgetLoggedWritesGone(stored: readonly StoredPart[]): void {
+    if (this.#loggedContradictions.size === 0) return;
+    const storedWrites = new Set(stored.map(({ key, modRevision }) => writeOf(key, modRevision)));
+    for (const written of this.#loggedContradictions) {
+      if (!storedWrites.has(written)) this.#loggedContradictions.delete(written);
     }
   }
 
@@ -308,6 +317,7 @@ class ReadinessTracker implements WorkerReadinessWatch {
       incarnation,
       reasons,
     });
+    this.#forgetLoggedWritesGone(stored);
     if (outage !== undefined) {
       return notReady(undefined, [{ kind: 'discovery-outage', message: `discovery is unreachable: ${outage}` }]);
     }
@@ -409,6 +419,11 @@ function uniqueClaims(parts: readonly StoredPart[]): { incarnation: string; epoc
     if (part !== undefined) claims.set(`${epoch} ${part.incarnation}`, { incarnation: part.incarnation, epoch });
   }
   return [...claims.values()].sort((a, b) => a.epoch - b.epoch || (a.incarnation < b.incarnation ? -1 : 1));
+}
+
+/** Names one write of a part: its key and the revision that wrote it. */
+function writeOf(key: string, modRevision: number): string {
+  return `${key} ${modRevision}`;
 }
 
 function describeFence(fence: EpochFence | undefined): string {
