@@ -26,16 +26,20 @@ export async function readWorkerIncarnation(
   return assembled.complete ? assembled.worker : undefined;
 }
 
+export interface WorkerWatchesOptions {
+  readonly admissionGate?: ReadinessGate;
+  readonly keyPrefix?: string;
+  /** Told each incarnation a followed worker is ready as. */
+  readonly onReady?: (worker: WorkerIncarnation) => void;
+}
+
 /** Readiness watches of the workers a rank transfers with, by worker id: opened at the first transfer, closed at drain. */
 export class WorkerWatches {
   readonly #discovery: DiscoveryStore;
-  readonly #options: { readonly admissionGate?: ReadinessGate; readonly keyPrefix?: string };
+  readonly #options: WorkerWatchesOptions;
   readonly #watches = new Map<string, Promise<WorkerReadinessWatch>>();
 
-  constructor(
-    discovery: DiscoveryStore,
-    options: { readonly admissionGate?: ReadinessGate; readonly keyPrefix?: string },
-  ) {
+  constructor(discovery: DiscoveryStore, options: WorkerWatchesOptions) {
     this.#discovery = discovery;
     this.#options = options;
   }
@@ -44,9 +48,11 @@ export class WorkerWatches {
   async readiness(workerId: string): Promise<WorkerReadiness> {
     let watching = this.#watches.get(workerId);
     if (watching === undefined) {
-      const { admissionGate, keyPrefix } = this.#options;
+      const { admissionGate, keyPrefix, onReady } = this.#options;
       watching = watchWorkerReadiness(this.#discovery, workerId, {
-        onChange: () => undefined,
+        onChange: (readiness) => {
+          if (readiness.ready) onReady?.(readiness);
+        },
         ...(admissionGate === undefined ? {} : { admissionGate }),
         ...(keyPrefix === undefined ? {} : { keyPrefix }),
       });

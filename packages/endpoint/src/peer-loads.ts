@@ -24,11 +24,21 @@ export function queuePeerLoad<T>(agent: object, load: () => Promise<T>): Promise
   return run;
 }
 
-/** loadRankPeer, queued behind the agent's other peer loads. */
+/** Where a loaded peer is held for the worker incarnation it was loaded for (`RemotePeers`). */
+export interface PeerHolds {
+  hold(remote: Pick<RankPart, 'workerId' | 'incarnation'>, peer: Peer): void;
+}
+
+/** loadRankPeer, queued behind the agent's other peer loads; the peer is held in `holds` until released there. */
 export function loadQueuedRankPeer(
   agent: Pick<Agent, 'loadPeerInBackground'>,
   part: RankPart,
   secret: ClusterSecret,
+  holds: PeerHolds,
 ): Promise<Peer> {
-  return queuePeerLoad(agent, () => loadRankPeer(agent, part, secret));
+  return queuePeerLoad(agent, async () => {
+    const peer = await loadRankPeer(agent, part, secret);
+    holds.hold(part, peer);
+    return peer;
+  });
 }

@@ -36,6 +36,11 @@ export interface PinServerOptions {
    * the reader it names; a renewal or release of a pin this server does not hold passes none.
    */
   readonly resolvePeer: (senderAgentName: string, reader?: PinRequestMessage['reader']) => Promise<Peer>;
+  /**
+   * Told once per peer `resolvePeer` answered when the server no longer uses it: once the request or
+   * renewal is answered, or, for a granted pin, once the pin ended and its last answer was sent.
+   */
+  readonly givePeerBack?: (peer: Peer) => void;
   /** Per granted block, the checksum of what the requesting reader's rank will read from it. */
   readonly checksums: (request: PinRequestMessage, sourceBlocks: Uint32Array) => Uint32Array;
   /** How long a pin lives without a renewal. */
@@ -206,16 +211,28 @@ export class PinServer {
     // Never answered: a replay names a reader that did not ask again.
     if (this.#seenRequest(sender, request.pinId)) return this.#channel.refuse('replayed');
     const peer = await this.#options.resolvePeer(sender, request.reader);
+    const answer = { granted: false };
+    try {
+      await this.#answer(sender, request, peer, answer);
+    } finally {
+      if (!answer.granted) this.#options.givePeerBack?.(peer);
+    }
+  }
+
+  /** Answers a request from `sender` on `peer`; `granted` once a pin is held (the pin holds `peer` until it ends). */
+  async #answer(sender: string, request: PinRequestMessage, peer: Peer, answer: { granted: boolean }): Promise<void> {
     const refusal = this.#refusalOf(request);
-    if (refusal !== undefined) return this.#send(peer, { kind: 'refuse', pinId: request.pinId, reason: refusal });
+    const refuse = (reason: PinRefusalReason): void =>
+      this.#send(peer, { kind: 'refuse', pinId: request.pinId, reason });
+    if (refusal !== undefined) return refuse(refusal);
     const grantId = randomBytes(16).toString('hex');
     const { blocks } = await this.#options.adapter.requestPin(grantId, Array.from(request.hashes));
-    if (blocks.length === 0) return this.#send(peer, { kind: 'refuse', pinId: request.pinId, reason: 'evicted' });
+    if (blocks.length === 0) return refuse('evicted');
     // Refusing began while the adapter answered: a drain has stopped waiting for new grants.
     if (this.#refusing !== undefined) {
       const reason = this.#refusing;
       await this.#options.adapter.cancelPin(grantId);
-      return this.#send(peer, { kind: 'refuse', pinId: request.pinId, reason });
+      return refuse(reason);
     }
     const pin: HeldServedPin = {
       pinId: grantId,
@@ -228,6 +245,7 @@ export class PinServer {
       ending: deferred<PinEnd>(),
     };
     this.#pins.set(grantId, pin);
+    answer.granted = true;
     this.#options.onHeldChange?.(this.#pins.size);
     this.#extend(pin);
     const { leaseMs } = this.#options;
@@ -301,8 +319,12 @@ export class PinServer {
   async #notHeld(sender: string, message: PinSequencedMessage): Promise<void> {
     const { pinId } = message;
     const peer = await this.#options.resolvePeer(sender);
-    if (message.kind === 'renew') this.#send(peer, { kind: 'refuse', pinId, reason: this.#notHeldReason() });
-    else this.#send(peer, { kind: 'released', pinId });
+    try {
+      if (message.kind === 'renew') this.#send(peer, { kind: 'refuse', pinId, reason: this.#notHeldReason() });
+      else this.#send(peer, { kind: 'released', pinId });
+    } finally {
+      this.#options.givePeerBack?.(peer);
+    }
   }
 
   async #renewHeld(pin: HeldServedPin): Promise<void> {
@@ -313,8 +335,8 @@ export class PinServer {
     // Ended while the adapter answered: released, or revoked by the engine's end.
     if (pin.ended !== undefined) return this.#send(peer, { kind: 'refuse', pinId, reason: this.#notHeldReason() });
     if (!renewed) {
-      this.#end(pin, 'revoked');
-      return this.#send(peer, { kind: 'refuse', pinId, reason: 'evicted' });
+      const ended = this.#end(pin, 'revoked');
+      return this.#lastAnswer(pin, ended, () => this.#send(peer, { kind: 'refuse', pinId, reason: 'evicted' }));
     }
     this.#extend(pin);
     this.#send(peer, { kind: 'renewed', pinId, leaseMs: this.#options.leaseMs });
@@ -326,17 +348,31 @@ export class PinServer {
   }
 
   async #releaseHeld(pin: HeldServedPin): Promise<void> {
-    if (this.#end(pin, 'released')) await this.#options.adapter.releasePin(pin.pinId);
-    this.#send(pin.peer, { kind: 'released', pinId: pin.pinId });
+    const ended = this.#end(pin, 'released');
+    await this.#lastAnswer(pin, ended, async () => {
+      if (ended) await this.#options.adapter.releasePin(pin.pinId);
+      this.#send(pin.peer, { kind: 'released', pinId: pin.pinId });
+    });
   }
 
   async #revoke(pin: HeldServedPin, reason: PinRevocationReason): Promise<void> {
     if (!this.#end(pin, 'revoked')) return;
-    await this.#options.adapter.cancelPin(pin.pinId);
+    await this.#lastAnswer(pin, true, async () => {
+      await this.#options.adapter.cancelPin(pin.pinId);
+      try {
+        this.#send(pin.peer, { kind: 'revoke', pinId: pin.pinId, reason });
+      } catch {
+        this.#unanswered++;
+      }
+    });
+  }
+
+  /** Sends an answer about `pin`; the pin's reader peer is given back after it when this answer ended the pin (`ended`). */
+  async #lastAnswer(pin: HeldServedPin, ended: boolean, answer: () => unknown): Promise<void> {
     try {
-      this.#send(pin.peer, { kind: 'revoke', pinId: pin.pinId, reason });
-    } catch {
-      this.#unanswered++;
+      await answer();
+    } finally {
+      if (ended) this.#options.givePeerBack?.(pin.peer);
     }
   }
 
@@ -359,7 +395,8 @@ export class PinServer {
 
   async #lapseUnlessRenewed(pin: HeldServedPin): Promise<void> {
     await pin.handling;
-    if (pin.timer === undefined && this.#end(pin, 'lapsed')) await this.#options.adapter.releasePin(pin.pinId);
+    if (pin.timer === undefined && this.#end(pin, 'lapsed'))
+      await this.#lastAnswer(pin, true, () => this.#options.adapter.releasePin(pin.pinId));
   }
 
   /**

@@ -30,6 +30,7 @@ import type { EndpointMetrics } from './metrics.js';
 import type { PeerTemplates } from './peer-templates.js';
 import type { PinClient } from './pin-client.js';
 import { type HeldPin, releasePins } from './pins.js';
+import type { RemotePeers } from './remote-peers.js';
 import { loadSourcePeers } from './source-peer.js';
 import { rankOf, sameRank } from './ranks.js';
 
@@ -44,6 +45,8 @@ export interface PullSideOptions {
   /** The endpoint's readiness watches: the sources' are followed from their first pull. */
   readonly workers: WorkerWatches;
   readonly templates: PeerTemplates;
+  /** The source ranks' peers, held from their load until the pull's pins are given back. */
+  readonly remotePeers: RemotePeers;
   readonly admissionGate?: ReadinessGate;
   readonly bankBytes?: RankBankBytes;
   readonly defaultPolicy: ShortfallPolicy;
@@ -162,8 +165,36 @@ export class PullSide {
     request.signal?.throwIfAborted();
 
     const template = this.#options.templates.between(source, destination);
-    const { pairIndexes, sourceParts, sources } = await this.#sourcesOf(template, source);
+    this.#options.remotePeers.seen(source);
+    const sourcesOf = await this.#sourcesOf(template, source);
+    const releases: Promise<void>[] = [];
+    try {
+      return await this.#pullFrom(request, rank, { verify, policy, template, ...sourcesOf }, (released) => {
+        releases.push(released);
+        this.#releaseLater(released);
+      });
+    } finally {
+      const peers = [...sourcesOf.sources.values()].map(({ peer }) => peer);
+      this.#releaseLater(Promise.allSettled(releases).then(() => this.#options.remotePeers.release(peers)));
+    }
+  }
 
+  /** Pins at the source ranks, posts each pair's template and verifies; `releaseLater` takes the pins' releases. */
+  async #pullFrom(
+    request: PullRequest,
+    rank: PullingRank,
+    pull: {
+      verify: VerifyMode;
+      policy: ShortfallPolicy;
+      template: TransferTemplate;
+      pairIndexes: number[];
+      sourceParts: RankPart[];
+      sources: Map<RankPart, { peer: Peer; ticket: PeerTicket }>;
+    },
+    releaseLater: (released: Promise<void>) => void,
+  ): Promise<PullReceipt> {
+    const { hint } = request;
+    const { verify, policy, template, pairIndexes, sourceParts, sources } = pull;
     const link = { linkClass: hint.linkClass, tier: hint.tier };
     const { pins, refusals, pinMs } = await this.#pin(sources, hint, verify);
     if (request.signal?.aborted === true) {
@@ -173,7 +204,7 @@ export class PullSide {
     // A drain that stopped waiting for this pull released the templates: its banks are about to go.
     const shortfalls = this.#options.templates.closed ? [...refusals, drainedWhilePinning] : refusals;
     if (shortfalls.length > 0) {
-      this.#releaseLater(releasePins(pins, request.beforeRelease));
+      releaseLater(releasePins(pins, request.beforeRelease));
       return this.#finish(refusedReceipt(hint.blocks.count, shortfalls, verify, link, pinMs), policy);
     }
 
@@ -207,7 +238,7 @@ export class PullSide {
         ...(request.sampleEvery === undefined ? {} : { sampleEvery: request.sampleEvery }),
         ...(request.prediction === undefined ? {} : { prediction: request.prediction }),
         ...(request.beforeRelease === undefined ? {} : { beforeRelease: request.beforeRelease }),
-        onReleasing: (released) => this.#releaseLater(released),
+        onReleasing: releaseLater,
       });
       return this.#finish({ ...receipt, phases: { pinMs, ...receipt.phases } }, policy);
     } catch (error) {
@@ -240,7 +271,8 @@ export class PullSide {
         ) as RankPart,
     );
     const sources = new Map<RankPart, { peer: Peer; ticket: PeerTicket }>();
-    const loaded = await loadSourcePeers(this.#options.agent, new Set(sourceParts), this.#options.secret);
+    const { agent, secret, remotePeers } = this.#options;
+    const loaded = await loadSourcePeers(agent, new Set(sourceParts), secret, remotePeers);
     for (const [part, peer] of loaded) {
       sources.set(part, { peer, ticket: this.#options.peers.track(part.transport.agentName, part.incarnation, peer) });
     }

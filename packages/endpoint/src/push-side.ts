@@ -3,7 +3,7 @@
 // worker), each rank pair's template taken from the endpoint's one cache and every post on its ledger.
 import type { RankId, RankPart, TransferTemplate, Worker } from '@kvreuse/descriptors';
 import type { OperationLedger, PeerBook, PeerTicket } from '@kvreuse/drain';
-import type { Agent, PostBlocksRequest, PostRequest, RegisteredTemplate } from '@kvreuse/native-bindings';
+import type { Agent, Peer, PostBlocksRequest, PostRequest, RegisteredTemplate } from '@kvreuse/native-bindings';
 import type { ClusterSecret } from '@kvreuse/discovery';
 import type { RegisteredRank } from '@kvreuse/registry';
 import type { WorkerWatches } from './discovered-workers.js';
@@ -11,6 +11,7 @@ import { loadQueuedRankPeer } from './peer-loads.js';
 import { EndpointError, EndpointOptionError } from './errors.js';
 import type { PeerTemplates } from './peer-templates.js';
 import { rankOf, sameRank } from './ranks.js';
+import type { RemotePeers } from './remote-peers.js';
 
 export interface PushRequest {
   /** The worker written to, as ready in discovery. */
@@ -48,6 +49,8 @@ export interface PushSideOptions {
   readonly peers: PeerBook;
   readonly workers: WorkerWatches;
   readonly templates: PeerTemplates;
+  /** The destination ranks' peers, held from their load until the push returns. */
+  readonly remotePeers: RemotePeers;
 }
 
 /** The one check of a push's block lists. */
@@ -91,14 +94,17 @@ export class PushSide {
         `it is not ready: ${readiness.reasons.map((reason) => reason.message).join('; ')}`,
       );
     const template = this.#options.templates.between(own.worker, readiness.worker);
+    this.#options.remotePeers.seen(readiness.worker);
     const writes: { write: RegisteredTemplate; ticket: PeerTicket }[] = [];
+    const peers: Peer[] = [];
     try {
       for (const [pair, route] of template.pairs.entries())
         if (sameRank(route.sourceRank, this.#options.rank))
-          writes.push(await this.#write(template, pair, readiness.worker, own.registered));
+          writes.push(await this.#write(template, pair, readiness.worker, own.registered, peers));
       return await this.#writeBlocks(request, writes, own.registered);
     } finally {
       for (const { write } of writes) this.#options.templates.release(write);
+      this.#options.remotePeers.release(peers);
     }
   }
 
@@ -135,17 +141,19 @@ export class PushSide {
     return { blocks: sourceBlocks.length, bytes, ms: performance.now() - started };
   }
 
-  /** The pair's write template and the destination rank's peer, loaded and tracked for this push. */
+  /** The pair's write template and the destination rank's peer, loaded, tracked and held (added to `held`) for this push. */
   async #write(
     template: TransferTemplate,
     pair: number,
     destination: Worker,
     local: RegisteredRank,
+    held: Peer[],
   ): Promise<{ write: RegisteredTemplate; ticket: PeerTicket }> {
-    const { agent, secret, peers, templates } = this.#options;
+    const { agent, secret, peers, templates, remotePeers } = this.#options;
     const target = (template.pairs[pair] as (typeof template.pairs)[number]).destinationRank;
     const part = destination.ranks.find((candidate) => sameRank(rankOf(candidate), target)) as RankPart;
-    const peer = await loadQueuedRankPeer(agent, part, secret);
+    const peer = await loadQueuedRankPeer(agent, part, secret, remotePeers);
+    held.push(peer);
     const ticket = peers.track(part.transport.agentName, destination.incarnation, peer);
     const write = templates.acquire({
       template,

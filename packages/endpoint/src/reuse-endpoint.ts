@@ -39,6 +39,7 @@ import type { PullRequest } from './pull-request.js';
 import { PullSide } from './pull-side.js';
 import { NotificationRouter } from './notification-router.js';
 import { PeerTemplates } from './peer-templates.js';
+import { RemotePeers } from './remote-peers.js';
 import { PinChannel, type PinMessageRefusal } from './pin-auth.js';
 import { PinClient } from './pin-client.js';
 import type { PinServer, ServedPin } from './pin-server.js';
@@ -121,6 +122,8 @@ export class ReuseEndpoint {
   /** The workers this rank transfers with, followed in discovery from the first transfer on. */
   readonly #workers: WorkerWatches;
   readonly #templates: PeerTemplates;
+  /** The peers of the remote ranks this rank transfers with or serves: those of restarted workers are unloaded. */
+  readonly #remotePeers: RemotePeers;
   /** The pulls and pushes that began and have not returned: a drain waits for them before it closes the templates. */
   readonly #transfers = new Set<Promise<unknown>>();
   #sourceSide: SourceSide | undefined;
@@ -172,7 +175,10 @@ export class ReuseEndpoint {
     this.#pinClient = pins.client;
     this.#notifications.addHandler((notification) => this.#pinClient.receive(notification));
     this.#notifications.addPeerEventHandler((event) => this.#pinClient.peerEvent(event));
+    this.#remotePeers = new RemotePeers(agent);
+    const remotePeers = this.#remotePeers;
     this.#workers = new WorkerWatches(discovery, {
+      onReady: (worker) => remotePeers.seen(worker),
       ...(admissionGate === undefined ? {} : { admissionGate }),
       ...(keyPrefix === undefined ? {} : { keyPrefix }),
     });
@@ -185,6 +191,7 @@ export class ReuseEndpoint {
       peers: this.peers,
       workers: this.#workers,
       templates: this.#templates,
+      remotePeers,
     });
     this.#pullSide = new PullSide({
       agent,
@@ -195,6 +202,7 @@ export class ReuseEndpoint {
       pins: this.#pinClient,
       workers: this.#workers,
       templates: this.#templates,
+      remotePeers,
       defaultPolicy: options.settings.drain?.failedLoadPolicy ?? 'recompute',
       defaultVerify: options.settings.endpoint?.verify ?? 'full',
       now: () => this.#clock.now(),
@@ -203,10 +211,7 @@ export class ReuseEndpoint {
       ...(metrics === undefined ? {} : { metrics }),
       ...(calibration === undefined ? {} : { calibration }),
     });
-    if (options.metrics !== undefined) {
-      const { metrics } = options;
-      this.#lifecycle.onTransition(({ to }) => metrics.state(to));
-    }
+    if (metrics !== undefined) this.#lifecycle.onTransition(({ to }) => metrics.state(to));
   }
 
   /**
@@ -514,6 +519,7 @@ export class ReuseEndpoint {
       lease: publication.lease.id,
       clock: this.#clock,
       templates: this.#templates,
+      remotePeers: this.#remotePeers,
       ...(keyPrefix === undefined ? {} : { keyPrefix }),
       ...(metrics === undefined ? {} : { onHeldChange: (held: number) => metrics.pinsHeld('serve', held) }),
     });

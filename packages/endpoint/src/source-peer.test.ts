@@ -8,6 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { testGeometry, transport } from '../test/support/endpoint-workers.js';
 import { type AgentMetadata, signedTestParts } from '../test/workers.js';
 import { PullRefusedError } from './errors.js';
+import { RemotePeers } from './remote-peers.js';
 import { loadSourcePeer, loadSourcePeers } from './source-peer.js';
 
 // Like pull-ucx.test.ts: the ucx cases are skipped where UCX is not built, except under CI, which requires it.
@@ -96,7 +97,8 @@ describe('loadSourcePeer', () => {
     const reader = await createAgent();
     const sources = [await createAgent(), await createAgent()];
     const parts = signedTestParts(testGeometry, 'source-0', sources, secret);
-    const peers = await loadSourcePeers(reader, parts, secret);
+    const remotePeers = new RemotePeers(reader);
+    const peers = await loadSourcePeers(reader, parts, secret, remotePeers);
     expect([...peers.keys()]).toEqual(parts);
     expect([...peers.values()].map((peer) => peer.info().state)).toEqual(['ready', 'ready']);
     expect(reader.counters().livePeers).toBe(2);

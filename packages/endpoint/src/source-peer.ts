@@ -6,7 +6,7 @@ import { type Agent, NativeTransportError, type Peer, type StatusCodeName } from
 import { type ClusterSecret, TransportMetadataRefusedError } from '@kvreuse/discovery';
 import { loadRankPeer } from '@kvreuse/registry';
 import { describeRank, type PullRefusal, PullRefusedError } from './errors.js';
-import { queuePeerLoad } from './peer-loads.js';
+import { type PeerHolds, queuePeerLoad } from './peer-loads.js';
 
 /**
  * The kvt_peer_load failures that are the source's (native/src/peer.c, metadata.c, ucx.c, loopback.c):
@@ -54,14 +54,19 @@ export async function loadSourcePeer(
  * The peers of `parts`, loaded all or none, on the agent's thread (queued behind its other peer loads):
  * when one is refused (or fails), the peers this call loaded anew are unloaded before the promise
  * rejects, so a refused pull leaves no peer of its own behind. Peers loaded before it — by an earlier
- * pull, or to answer a reader's pins — are left loaded.
+ * pull, or to answer a reader's pins — are left loaded. Loaded, every peer is held in `holds` until released there.
  */
 export function loadSourcePeers(
   agent: Pick<Agent, 'loadPeerInBackground' | 'peers'>,
   parts: Iterable<RankPart>,
   secret: ClusterSecret,
+  holds: PeerHolds,
 ): Promise<Map<RankPart, Peer>> {
-  return queuePeerLoad(agent, () => loadAllOrNone(agent, [...parts], secret));
+  return queuePeerLoad(agent, async () => {
+    const peers = await loadAllOrNone(agent, [...parts], secret);
+    for (const [part, peer] of peers) holds.hold(part, peer);
+    return peers;
+  });
 }
 
 async function loadAllOrNone(

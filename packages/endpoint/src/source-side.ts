@@ -14,6 +14,7 @@ import type { PinRequestMessage } from './pin-messages.js';
 import { loadQueuedRankPeer } from './peer-loads.js';
 import type { PinAdapter } from './pin-adapter.js';
 import type { PinChannel } from './pin-auth.js';
+import type { RemoteIncarnation, RemotePeers } from './remote-peers.js';
 import { type PinReadersOutcome, PinServer, type PinSourceIdentity, type ServedPin } from './pin-server.js';
 import { sameRank } from './ranks.js';
 
@@ -56,6 +57,8 @@ export interface SourceSideOptions {
   readonly clock: Clock;
   /** The endpoint's transfer templates: this worker → each reader's incarnation. */
   readonly templates: PeerTemplates;
+  /** The readers' peers, held while a pin request is answered or a pin granted on it is held. */
+  readonly remotePeers: RemotePeers;
   /** Told the number of pins served whenever it changes (`PinServerOptions.onHeldChange`). */
   readonly onHeldChange?: (held: number) => void;
 }
@@ -65,10 +68,10 @@ type Reader = PinRequestMessage['reader'];
 export class SourceSide {
   readonly server: PinServer;
   readonly #options: SourceSideOptions;
-  /** Reader agents by name, as loaded from their rank parts. */
-  readonly #readerPeers = new Map<string, Peer>();
-  /** The readers' workers as published, by `workerId/incarnation`. */
-  readonly #readers = new Map<string, Worker>();
+  /** Reader agents by name, as loaded from their rank parts, with the reader incarnation of each; forgotten once unloaded. */
+  readonly #readerPeers = new Map<string, { readonly peer: Peer; readonly reader: RemoteIncarnation }>();
+  /** The readers' workers as published, with the peer loaded for them, by `workerId/incarnation`; forgotten once it is unloaded. */
+  readonly #readers = new Map<string, { readonly worker: Worker; readonly peer: Peer }>();
   /** This worker as published (all its ranks): the source side of every reader's template. */
   #worker: Worker | undefined;
   #inventory: InventoryPublisher | undefined;
@@ -86,6 +89,7 @@ export class SourceSide {
       adapter: options.serve.adapter,
       source: options.source,
       resolvePeer: (sender, reader) => this.#prepareReader(sender, reader),
+      givePeerBack: (peer) => options.remotePeers.release([peer]),
       checksums: (request, blocks) => this.#checksums(request, blocks),
       leaseMs: options.leaseMs,
       clock: options.clock,
@@ -200,14 +204,22 @@ export class SourceSide {
     return outcome;
   }
 
+  /** The reader's peer, held until the pin server gives it back (`givePeerBack`). */
   async #prepareReader(sender: string, reader: Reader | undefined): Promise<Peer> {
+    this.#forgetUnloaded();
+    const { remotePeers } = this.#options;
     const known = this.#readerPeers.get(sender);
     if (reader === undefined) {
       if (known === undefined) throw new UnknownReaderError(sender, 'no pin request came from it');
-      return known;
+      remotePeers.hold(known.reader, known.peer);
+      return known.peer;
     }
     const key = `${reader.workerId}/${reader.incarnation}`;
-    if (known !== undefined && this.#readers.has(key)) return known;
+    if (known !== undefined && this.#readers.has(key)) {
+      remotePeers.hold(reader, known.peer);
+      remotePeers.seen(reader);
+      return known.peer;
+    }
     const { discovery, keyPrefix, source } = this.#options;
     this.#worker ??= await readWorkerIncarnation(discovery, source, keyPrefix);
     const readerWorker = await readWorkerIncarnation(discovery, reader, keyPrefix);
@@ -225,14 +237,23 @@ export class SourceSide {
         `reader ${reader.workerId} (${reader.incarnation}) ${describeRank(reader.rank)} is not published complete with this agent`,
       );
     }
-    this.#readers.set(key, readerWorker);
-    const peer = await loadQueuedRankPeer(this.#options.agent, part, this.#options.secret);
-    this.#readerPeers.set(sender, peer);
+    const peer = await loadQueuedRankPeer(this.#options.agent, part, this.#options.secret, remotePeers);
+    this.#readers.set(key, { worker: readerWorker, peer });
+    this.#readerPeers.set(sender, { peer, reader: { workerId: reader.workerId, incarnation: reader.incarnation } });
+    remotePeers.seen(reader);
     return peer;
   }
 
+  /** Forgets the readers whose peers were unloaded (a newer incarnation of their worker took over). */
+  #forgetUnloaded(): void {
+    for (const [key, { peer }] of this.#readers) if (!peer.isOpen) this.#readers.delete(key);
+    for (const [sender, { peer }] of this.#readerPeers) if (!peer.isOpen) this.#readerPeers.delete(sender);
+  }
+
   #checksums(request: PinRequestMessage, blocks: Uint32Array): Uint32Array {
-    const reader = this.#readers.get(`${request.reader.workerId}/${request.reader.incarnation}`) as Worker;
+    const { worker: reader } = this.#readers.get(`${request.reader.workerId}/${request.reader.incarnation}`) as {
+      worker: Worker;
+    };
     const template = this.#options.templates.between(this.#worker as Worker, reader);
     const pair = template.pairs.findIndex(
       (route) =>
