@@ -1,7 +1,7 @@
 // The peers of remote ranks that this rank's pulls, pushes and served pins use: each held while it is
 // used, and those of a worker's older incarnations unloaded once a newer one was seen and none holds them
 // (a restarted worker's agent has a new name, so its old peer would stay loaded for good).
-import { HandleClosedError, NativeTransportError, type Peer } from '@kvreuse/native-bindings';
+import { HandleClosedError, type Peer } from '@kvreuse/native-bindings';
 import { queuePeerLoad } from './peer-loads.js';
 
 /** The worker incarnation a peer was loaded for. */
@@ -60,15 +60,16 @@ export class RemotePeers {
   }
 }
 
-/** Unloads `peer`: false while operations that outlived their transfer (quarantined, cancelling) still use it. */
+/**
+ * Unloads `peer`: false while operations that outlived their transfer (quarantined, cancelling) still use
+ * it, or when the unload fails otherwise; it is tried again at the next release or newer incarnation.
+ */
 function unloaded(peer: Peer): boolean {
   try {
     peer.unload();
     return true;
   } catch (error) {
-    if (error instanceof NativeTransportError && error.code === 'BUSY') return false;
     // The agent is closing: it forgets its peers itself.
-    if (error instanceof HandleClosedError) return true;
-    throw error;
+    return error instanceof HandleClosedError;
   }
 }
