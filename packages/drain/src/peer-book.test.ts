@@ -113,4 +113,19 @@ describe('PeerBook', () => {
     expect([a.state, b.state]).toEqual(['invalidated', 'invalidated']);
     expect(() => book.admit(book.ticket('a'))).toThrow(/invalidated by shutdown/);
   });
+
+  it('forgets a peer whose handle was unloaded: its tickets are fenced as not tracked; another handle under the name stays', () => {
+    const book = new PeerBook();
+    const unloaded = { id: 1, generation: 1n };
+    book.track('decode-0', 'inc-a', unloaded);
+    const ticket = book.ticket('decode-0');
+    const reloaded = { id: 2, generation: 1n };
+    book.track('decode-1', 'inc-a', reloaded);
+    book.forget('decode-1', unloaded);
+    expect(book.names()).toEqual(['decode-0', 'decode-1']);
+    book.forget('decode-0', unloaded);
+    expect(book.names()).toEqual(['decode-1']);
+    expect(() => book.admit(ticket)).toThrow(new PeerFencedError('decode-0', 'tracking', 'inc-a', 'not tracked'));
+    book.forget('nobody', unloaded);
+  });
 });

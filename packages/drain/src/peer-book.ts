@@ -107,6 +107,14 @@ export class PeerBook {
     return record.peer;
   }
 
+  /**
+   * Forgets the peer tracked under `name` once its native handle `peer` was unloaded: its tickets are fenced
+   * as not tracked from then on. Does nothing if `name` now tracks another handle, or nothing.
+   */
+  forget(name: string, peer: TrackedPeer): void {
+    if (this.#records.get(name)?.peer === peer) this.#records.delete(name);
+  }
+
   /** Marks the peer unhealthy (first reason kept) until it is tracked again. Unknown names are ignored. */
   markUnhealthy(name: string, reason: string): void {
     const record = this.#records.get(name);

@@ -67,6 +67,8 @@ describe('peers of restarted remote workers', () => {
     expect(await pullAll(prefill, decode)).toBe(4);
     expect(reader.counters().livePeers).toBe(2);
     expect(reader.peers().map((peer) => peer.name)).toEqual(decode.ranks.map(({ agent }) => agent.name));
+    // Their fencing records went with them.
+    expect(prefill.ranks[0]!.endpoint.peers.names().sort()).toEqual(decode.ranks.map(({ agent }) => agent.name).sort());
   });
 
   it('a source unloads the peers of a reader that restarted: only its current incarnation stays loaded', async () => {

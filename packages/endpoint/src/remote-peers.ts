@@ -17,13 +17,15 @@ interface HeldPeer {
 
 export class RemotePeers {
   readonly #agent: object;
+  readonly #onUnloaded: (peer: Peer) => void;
   /** By worker id: the incarnation seen last (ready in discovery, or resolved by a transfer or a pin). */
   readonly #current = new Map<string, string>();
   readonly #peers = new Map<Peer, HeldPeer>();
 
-  /** `agent` is the one whose peer loads the unloads queue behind (`queuePeerLoad`). */
-  constructor(agent: object) {
+  /** `agent` is the one whose peer loads the unloads queue behind (`queuePeerLoad`); `onUnloaded` hears of each peer unloaded. */
+  constructor(agent: object, onUnloaded: (peer: Peer) => void) {
     this.#agent = agent;
+    this.#onUnloaded = onUnloaded;
   }
 
   /** Holds `peer`, loaded for `remote`, until `release`: called in the agent's queue of peer loads, right after the load. */
@@ -55,6 +57,7 @@ export class RemotePeers {
         if (holds > 0 || this.#current.get(remote.workerId) === remote.incarnation) continue;
         if (peer.isOpen && !unloaded(peer)) continue;
         this.#peers.delete(peer);
+        this.#onUnloaded(peer);
       }
     });
   }

@@ -175,7 +175,7 @@ export class ReuseEndpoint {
     this.#pinClient = pins.client;
     this.#notifications.addHandler((notification) => this.#pinClient.receive(notification));
     this.#notifications.addPeerEventHandler((event) => this.#pinClient.peerEvent(event));
-    this.#remotePeers = new RemotePeers(agent);
+    this.#remotePeers = new RemotePeers(agent, (peer) => this.peers.forget(peer.name, peer));
     const remotePeers = this.#remotePeers;
     this.#workers = new WorkerWatches(discovery, {
       onReady: (worker) => remotePeers.seen(worker),

@@ -97,7 +97,7 @@ describe('loadSourcePeer', () => {
     const reader = await createAgent();
     const sources = [await createAgent(), await createAgent()];
     const parts = signedTestParts(testGeometry, 'source-0', sources, secret);
-    const remotePeers = new RemotePeers(reader);
+    const remotePeers = new RemotePeers(reader, () => undefined);
     const peers = await loadSourcePeers(reader, parts, secret, remotePeers);
     expect([...peers.keys()]).toEqual(parts);
     expect([...peers.values()].map((peer) => peer.info().state)).toEqual(['ready', 'ready']);
