@@ -78,11 +78,14 @@ bool kvt_mapping_of_file(uint64_t address, uint64_t length, uint64_t device, uin
     return false;
 }
 
-uint64_t kvt_shm_free_bytes(void) {
+/* Bytes free in /dev/shm, or `unknown` when it cannot be asked. */
+static uint64_t shm_free_bytes_or(uint64_t unknown) {
     struct statvfs shm;
-    if (statvfs("/dev/shm", &shm) != 0) return 0;
+    if (statvfs("/dev/shm", &shm) != 0) return unknown;
     return (uint64_t)shm.f_bavail * shm.f_frsize;
 }
+
+uint64_t kvt_shm_free_bytes(void) { return shm_free_bytes_or(0); }
 
 /* The largest segment SysV shared memory takes now: kernel.shmmax, within the pages kernel.shmall leaves to this
  * IPC namespace; UINT64_MAX when it cannot be asked. */
@@ -100,8 +103,7 @@ static uint64_t sysv_room_bytes(uint64_t page) {
 bool kvt_shared_memory_room(uint64_t length, char *why, size_t why_size) {
     uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
     uint64_t segment = (length + page - 1) / page * page;
-    struct statvfs shm;
-    uint64_t shm_free = statvfs("/dev/shm", &shm) == 0 ? (uint64_t)shm.f_bavail * shm.f_frsize : UINT64_MAX;
+    uint64_t shm_free = shm_free_bytes_or(UINT64_MAX);
     uint64_t sysv = sysv_room_bytes(page);
     if (segment <= shm_free || segment <= sysv) return true;
     snprintf(why, why_size, "/dev/shm has %llu bytes free and SysV shared memory takes at most %llu bytes",

@@ -21,6 +21,8 @@ export class RemotePeers {
   /** By worker id: the incarnation seen last (ready in discovery, or resolved by a transfer or a pin). */
   readonly #current = new Map<string, string>();
   readonly #peers = new Map<Peer, HeldPeer>();
+  /** Whether a peer of an incarnation other than its worker's current one may be loaded: only then is a sweep queued. */
+  #superseded = false;
 
   /** `agent` is the one whose peer loads the unloads queue behind (`queuePeerLoad`); `onUnloaded` hears of each peer unloaded. */
   constructor(agent: object, onUnloaded: (peer: Peer) => void) {
@@ -32,6 +34,7 @@ export class RemotePeers {
   hold(remote: RemoteIncarnation, peer: Peer): void {
     const holds = this.#peers.get(peer)?.holds ?? 0;
     this.#peers.set(peer, { remote: { workerId: remote.workerId, incarnation: remote.incarnation }, holds: holds + 1 });
+    if (this.#isSuperseded(remote)) this.#superseded = true;
   }
 
   /** Gives back one hold of each of `peers`; a superseded peer no one holds is unloaded. */
@@ -40,26 +43,37 @@ export class RemotePeers {
       const held = this.#peers.get(peer);
       if (held !== undefined) held.holds -= 1;
     }
-    this.#unloadSuperseded();
+    if (this.#superseded) this.#unloadSuperseded();
   }
 
   /** `remote` is its worker's incarnation now: the peers of its others are unloaded once no one holds them. */
   seen(remote: RemoteIncarnation): void {
     if (this.#current.get(remote.workerId) === remote.incarnation) return;
     this.#current.set(remote.workerId, remote.incarnation);
+    this.#superseded = true;
     this.#unloadSuperseded();
   }
 
   /** Queued behind the peer loads begun before, so that no load hands out a peer this unloads meanwhile. */
   #unloadSuperseded(): void {
     void queuePeerLoad(this.#agent, async () => {
+      let left = false;
       for (const [peer, { remote, holds }] of this.#peers) {
-        if (holds > 0 || this.#current.get(remote.workerId) === remote.incarnation) continue;
-        if (peer.isOpen && !unloaded(peer)) continue;
+        if (!this.#isSuperseded(remote)) continue;
+        if (holds > 0 || (peer.isOpen && !unloaded(peer))) {
+          left = true;
+          continue;
+        }
         this.#peers.delete(peer);
         this.#onUnloaded(peer);
       }
+      this.#superseded = left;
     });
+  }
+
+  #isSuperseded(remote: RemoteIncarnation): boolean {
+    const current = this.#current.get(remote.workerId);
+    return current !== undefined && current !== remote.incarnation;
   }
 }
 
