@@ -159,11 +159,11 @@ describe('EngineEventSubscriber against the test engine', () => {
     engine.restart();
     await engine.store(conversation(800, 1));
     await batches(3);
-    expect(seen.filter((event) => event.kind === 'restart')).toEqual([{ kind: 'restart', seq: 0n }]);
+    expect(seen.filter((event) => event.kind === 'restart')).toEqual([{ kind: 'restart', seq: 0n, ignored: false }]);
     expect(prefix(conversation(0, 2))).toBeUndefined();
     expect(prefix(conversation(800, 1))).toMatchObject({ incarnation: 'engine-a/dp0#1', blocks: 1 });
     expect(feed.identity('engine-a/dp0')).toEqual({ incarnation: 'engine-a/dp0#1', epoch: 2 });
-    expect(subscriber.metrics()).toMatchObject({ restarts: 1, gaps: 0 });
+    expect(subscriber.metrics()).toMatchObject({ restarts: 1, ignoredRestarts: 0, gaps: 0 });
   });
 
   it('counts and skips malformed frames, then goes on', async () => {
@@ -236,6 +236,27 @@ describe('EngineEventSubscriber when the inventory ignores a batch', () => {
     const registry = new Registry();
     registerEngineEventMetrics(registry, () => [subscriber]);
     expect(await registry.metrics()).toContain('kvreuse_engine_event_ignored_batches_total{worker="engine-a/dp0"} 1');
+  });
+});
+
+describe('EngineEventSubscriber when the inventory ignores a restart', () => {
+  it('reports the restart as ignored and counts it apart from the restarts applied', async () => {
+    const { engine, inventory, feed, batches, seen, subscriber } = await follow();
+    await engine.store(conversation(0, 1));
+    await batches(1);
+    // Another writer holds a newer epoch than the restart would take: the feed's restart is ignored.
+    inventory.apply({ workerId: 'engine-a/dp0', incarnation: 'newer', epoch: 3, seq: 1, events: [] });
+    engine.restart();
+    await engine.store(conversation(800, 1));
+    await batches(2);
+    expect(seen.filter((event) => event.kind === 'restart')).toEqual([{ kind: 'restart', seq: 0n, ignored: true }]);
+    expect(feed.identity('engine-a/dp0')).toEqual({ incarnation: 'engine-a/dp0#0', epoch: 1 });
+    expect(subscriber.metrics()).toMatchObject({ restarts: 0, ignoredRestarts: 1, batches: 1, ignoredBatches: 1 });
+    const registry = new Registry();
+    registerEngineEventMetrics(registry, () => [subscriber]);
+    const text = await registry.metrics();
+    expect(text).toContain('kvreuse_engine_event_restarts_total{worker="engine-a/dp0"} 0');
+    expect(text).toContain('kvreuse_engine_event_ignored_restarts_total{worker="engine-a/dp0"} 1');
   });
 });
 

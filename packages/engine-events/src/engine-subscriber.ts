@@ -32,6 +32,11 @@ export interface EngineSubscriberMetrics {
   readonly replayFailures: number;
   /** Sequence numbers that went back: the publisher restarted, and the worker's inventory started afresh. */
   readonly restarts: number;
+  /**
+   * Publisher restarts the inventory ignored (it holds a newer epoch of the worker's): the worker's
+   * inventory was not started afresh. Counted here, not in `restarts`.
+   */
+  readonly ignoredRestarts: number;
   readonly lastSeq: bigint | null;
   /** How long after the engine published it the last batch was applied (ms; null before the first). */
   readonly lagMs: number | null;
@@ -48,7 +53,11 @@ export type EngineSubscriberEvent =
       readonly batches: number;
       readonly unrepaired: number;
     }
-  | { readonly kind: 'restart'; readonly seq: bigint }
+  /**
+   * `ignored`: the inventory ignored the restart (it holds a newer epoch of the worker's), and the
+   * worker's inventory was not started afresh.
+   */
+  | { readonly kind: 'restart'; readonly seq: bigint; readonly ignored: boolean }
   | { readonly kind: 'malformed'; readonly seq: bigint | null; readonly reason: string }
   /** The subscriber stopped on an error it cannot go on from (its sockets are closed). */
   | { readonly kind: 'failed'; readonly reason: string };
@@ -159,10 +168,11 @@ export class EngineEventSubscriber {
       return this.#malformed('sequence', null, `a sequence number is 8 bytes, not ${seqFrame.length}`);
     const seq = seqFrame.readBigUInt64BE();
     if (seq < this.#expected) {
-      this.#counters.restarts += 1;
-      this.#options.feed.restart(this.#options.workerId);
+      const ignored = !this.#options.feed.restart(this.#options.workerId);
+      if (ignored) this.#counters.ignoredRestarts += 1;
+      else this.#counters.restarts += 1;
       this.#expected = 0n;
-      this.#emit({ kind: 'restart', seq });
+      this.#emit({ kind: 'restart', seq, ignored });
     }
     if (seq > this.#expected) await this.#repair(seq);
     // Closed while the replay ran: nothing more reaches the feed.
@@ -272,6 +282,7 @@ function freshCounters(): Counters {
     unrepairedBatches: 0,
     replayFailures: 0,
     restarts: 0,
+    ignoredRestarts: 0,
     lastSeq: null,
     lagMs: null,
   };

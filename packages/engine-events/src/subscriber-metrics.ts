@@ -53,6 +53,11 @@ const counters: readonly CounterSpec[] = [
     values: total((m) => m.replayFailures),
   },
   { name: 'restarts_total', help: 'publisher restarts (the sequence went back)', values: total((m) => m.restarts) },
+  {
+    name: 'ignored_restarts_total',
+    help: 'publisher restarts the inventory ignored (it holds a newer epoch of the worker)',
+    values: total((m) => m.ignoredRestarts),
+  },
 ];
 
 /**
