@@ -175,6 +175,7 @@ describe.each(localBackends)('rank publication on $name discovery', (backend) =>
       await publication.withdraw();
       expect((await under.store.list(workerPartsPrefix(workerId))).entries).toEqual([]);
     } finally {
+      warnings.mockRestore();
       vi.useRealTimers();
     }
   });
