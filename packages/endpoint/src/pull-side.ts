@@ -28,6 +28,7 @@ import { calibrationSample, type PullReceipt, PullShortfallError, type Recompute
 import { type PullRequest, type ShortfallPolicy, type VerifyMode, verifyModes } from './pull-request.js';
 import type { EndpointMetrics } from './metrics.js';
 import type { PeerTemplates } from './peer-templates.js';
+import type { PeerHolds } from './peer-loads.js';
 import type { PinClient } from './pin-client.js';
 import { type HeldPin, releasePins } from './pins.js';
 import type { RemotePeers } from './remote-peers.js';
@@ -166,16 +167,16 @@ export class PullSide {
 
     const template = this.#options.templates.between(source, destination);
     this.#options.remotePeers.seen(source);
-    const sourcesOf = await this.#sourcesOf(template, source);
+    const held: Peer[] = [];
     const releases: Promise<void>[] = [];
     try {
+      const sourcesOf = await this.#sourcesOf(template, source, held);
       return await this.#pullFrom(request, rank, { verify, policy, template, ...sourcesOf }, (released) => {
         releases.push(released);
         this.#releaseLater(released);
       });
     } finally {
-      const peers = [...sourcesOf.sources.values()].map(({ peer }) => peer);
-      this.#releaseLater(Promise.allSettled(releases).then(() => this.#options.remotePeers.release(peers)));
+      this.#releaseLater(Promise.allSettled(releases).then(() => this.#options.remotePeers.release(held)));
     }
   }
 
@@ -251,11 +252,12 @@ export class PullSide {
 
   /**
    * The template's pairs that end at this rank, the source rank of each, and a peer (tracked in the
-   * peer book) for each of those source ranks.
+   * peer book) for each of those source ranks: each peer goes into `held` as it is held, for the pull to give back.
    */
   async #sourcesOf(
     template: TransferTemplate,
     source: Worker,
+    held: Peer[],
   ): Promise<{
     pairIndexes: number[];
     sourceParts: RankPart[];
@@ -272,7 +274,13 @@ export class PullSide {
     );
     const sources = new Map<RankPart, { peer: Peer; ticket: PeerTicket }>();
     const { agent, secret, remotePeers } = this.#options;
-    const loaded = await loadSourcePeers(agent, new Set(sourceParts), secret, remotePeers);
+    const holds: PeerHolds = {
+      hold: (remote, peer) => {
+        remotePeers.hold(remote, peer);
+        held.push(peer);
+      },
+    };
+    const loaded = await loadSourcePeers(agent, new Set(sourceParts), secret, holds);
     for (const [part, peer] of loaded) {
       sources.set(part, { peer, ticket: this.#options.peers.track(part.transport.agentName, part.incarnation, peer) });
     }
