@@ -128,8 +128,11 @@ export class PinClient {
    * since nothing renews it.
    */
   readonly #abandoned = new Map<string, AbandonedRequest>();
-  /** Peers the heartbeat reported unresponsive and not responsive since: a pin asked of them fails at once. */
-  readonly #unresponsive = new Map<Peer, PeerEvent>();
+  /**
+   * Peers the heartbeat reported unresponsive and not responsive since: a pin asked of them fails at once. Weak, so
+   * that the peers of restarted sources that never answered again leave with their unloaded handles.
+   */
+  readonly #unresponsive = new WeakMap<Peer, PeerEvent>();
   #malformed = 0;
   #closed = false;
 
