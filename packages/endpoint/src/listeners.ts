@@ -1,4 +1,4 @@
-// Listeners the endpoint calls (transitions, evictions): one that throws never stops the others.
+// Listeners the endpoint calls (transitions, evictions, pins held): one that throws never stops the others.
 
 /**
  * Calls each of `listeners` with `value`. One that throws is reported as a process warning (`what` names it,

@@ -7,7 +7,7 @@ import { holdUntilNotificationWaits } from '../test/support/held-thread.js';
 import { nextTurn } from '../test/support/next-turn.js';
 import { PinChannel } from './pin-auth.js';
 import { PinRefusedError, PinTimeoutError, ReaderClosedError, SourceUnresponsiveError } from './errors.js';
-import { PinClient } from './pin-client.js';
+import { PinClient, type PinClientOptions } from './pin-client.js';
 import { encodePinMessage } from './pin-messages.js';
 import { NotificationRouter } from './notification-router.js';
 import { PinServer } from './pin-server.js';
@@ -20,7 +20,7 @@ afterEach(async () => {
 const sourceIdentity = { workerId: 'src', incarnation: 'inc-1', epoch: 1, rank: { tpRank: 1, ppRank: 0 } };
 
 /** A source rank serving pins from a block pool and a reader pinning on it, on two loopback agents; each side's messages are handed over one at a time. */
-async function pair(heartbeat?: HeartbeatOptions) {
+async function pair(heartbeat?: HeartbeatOptions, clientOptions: Pick<PinClientOptions, 'onHeldChange'> = {}) {
   const { sourceAgent, readerAgent, readerPeer, sourcePeer, sourceChannel, readerChannel, pool, clock, secret } =
     await loopbackPins('pin-client', agents, heartbeat);
   const server = new PinServer({
@@ -37,6 +37,7 @@ async function pair(heartbeat?: HeartbeatOptions) {
     reader: { workerId: 'dst', incarnation: 'r-1', rank: { tpRank: 0, ppRank: 0 } },
     answerTimeoutMs: 500,
     clock,
+    ...clientOptions,
   });
   const toSource = async () => expect(await answered(server, await sourceAgent.nextNotification())).toBe(true);
   const toReader = async () => expect(client.receive(await readerAgent.nextNotification())).toBe(true);
@@ -445,6 +446,30 @@ describe('PinClient', () => {
     expect(readerAgent.counters().notificationsSent).toBe(sent + 1);
     clock.advance(500);
     await expect(asked).rejects.toBeInstanceOf(PinTimeoutError);
+  });
+
+  it('pins and releases all the same when its onHeldChange listener throws', async () => {
+    const warn = vi.spyOn(process, 'emitWarning').mockImplementation(() => undefined);
+    try {
+      const { client, pool, pin, toSource, toReader } = await pair(undefined, {
+        onHeldChange: () => {
+          throw new Error('gauge broke');
+        },
+      });
+      const held = await pin([10n]);
+      expect([client.heldPins, pool.pinsOn(0)]).toEqual([1, 1]);
+      const releasing = held.release();
+      await toSource();
+      await toReader();
+      await releasing;
+      expect([client.heldPins, pool.pinsOn(0)]).toEqual([0, 0]);
+      expect(warn.mock.calls.map(([message]) => message)).toEqual([
+        'endpoint: a pins-held listener threw: gauge broke',
+        'endpoint: a pins-held listener threw: gauge broke',
+      ]);
+    } finally {
+      warn.mockRestore();
+    }
   });
 
   it('keeps nothing of the unresponsive sources whose peers were unloaded: restarted sources do not pile up', async () => {

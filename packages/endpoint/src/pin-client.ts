@@ -17,6 +17,7 @@ import {
   ReaderClosedError,
   SourceUnresponsiveError,
 } from './errors.js';
+import { tellEach } from './listeners.js';
 import { type PinChannel } from './pin-auth.js';
 import { looksLikePinMessage, type PinGrantMessage, type PinMessage, type PinRefusalReason } from './pin-messages.js';
 import type { HeldPin, PinLoss, PinLossReason } from './pins.js';
@@ -28,7 +29,10 @@ export interface PinClientOptions {
   /** How long a pin request and a release wait for the source's answer. */
   readonly answerTimeoutMs: number;
   readonly clock?: Clock;
-  /** Told the number of pins held whenever it changes: a grant, a release, or a pin lost (revoked, refused renewal, lapsed, source unresponsive). */
+  /**
+   * Told the number of pins held whenever it changes: a grant, a release, or a pin lost (revoked, refused renewal,
+   * lapsed, source unresponsive). One that throws is reported as a process warning; the pins are kept as if it had not.
+   */
   readonly onHeldChange?: (held: number) => void;
 }
 
@@ -196,7 +200,7 @@ export class PinClient {
     }
     const pin = new ClientPin(this, request, answer, askedAt);
     this.#pins.set(pin.pinId, pin);
-    this.#options.onHeldChange?.(this.#pins.size);
+    this.#tellHeld();
     this.#scheduleRenewal(pin);
     return pin;
   }
@@ -313,8 +317,14 @@ export class PinClient {
     pin.ended = true;
     this.#clock.clearTimer(pin.renewTimer);
     this.#pins.delete(pin.pinId);
-    this.#options.onHeldChange?.(this.#pins.size);
+    this.#tellHeld();
     this.#unwatchIfUnused(pin.peer);
+  }
+
+  /** Tells `onHeldChange` the pins held now; a throw of it is reported as a warning and changes nothing here. */
+  #tellHeld(): void {
+    const { onHeldChange } = this.#options;
+    if (onHeldChange !== undefined) tellEach([onHeldChange], this.#pins.size, 'a pins-held listener');
   }
 
   /** Stops the heartbeat watching `peer` once no pin is held there, no request awaits its answer and it is not known unresponsive. */

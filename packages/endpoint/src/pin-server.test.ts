@@ -1,5 +1,5 @@
 import type { Agent } from '@kvreuse/native-bindings';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { answered, loopbackPins, transport } from '../test/support/loopback-pins.js';
 import { holdUntilNotificationWaits } from '../test/support/held-thread.js';
 import { nextTurn } from '../test/support/next-turn.js';
@@ -468,6 +468,33 @@ describe('PinServer', () => {
     expect(await answered(server, { sender: 'nobody', data: Buffer.from(sealed) })).toBe(true);
     expect(server.unansweredMessages).toBe(1);
     expect(sourceAgent.pollNotifications()).toEqual([]);
+  });
+
+  it('grants, lapses and gives back the reader peer of a pin all the same when its onHeldChange listener throws', async () => {
+    const warn = vi.spyOn(process, 'emitWarning').mockImplementation(() => undefined);
+    try {
+      const givenBack: unknown[] = [];
+      const { server, pool, clock, sourceAgent, sourcePeer, readerChannel } = await setup({
+        onHeldChange: () => {
+          throw new Error('gauge broke');
+        },
+        givePeerBack: (peer) => givenBack.push(peer),
+      });
+      const sent = sourceAgent.counters().notificationsSent;
+      readerChannel.send(sourcePeer, request('p1', [10n]));
+      expect(await answered(server, await sourceAgent.nextNotification())).toBe(true);
+      expect(sourceAgent.counters().notificationsSent).toBe(sent + 1);
+      expect([server.heldPins, pool.pinsOn(0), server.unansweredMessages]).toEqual([1, 1, 0]);
+      clock.advance(1000);
+      await nextTurn();
+      expect([server.heldPins, pool.pinsOn(0), givenBack.length]).toEqual([0, 0, 1]);
+      expect(warn.mock.calls.map(([message]) => message)).toEqual([
+        'endpoint: a pins-held listener threw: gauge broke',
+        'endpoint: a pins-held listener threw: gauge broke',
+      ]);
+    } finally {
+      warn.mockRestore();
+    }
   });
 
   it('when its engine is gone, revokes held pins and refuses new pins and their renewals as engine-gone', async () => {

@@ -8,6 +8,7 @@ import { type Clock, type ReadersOutcome, type ReaderWait, systemClock } from '@
 import type { Notification, Peer } from '@kvreuse/native-bindings';
 import { type Deferred, deferred } from './deferred.js';
 import { EndpointOptionError } from './errors.js';
+import { tellEach } from './listeners.js';
 import type { PinAdapter } from './pin-adapter.js';
 import { type PinChannel, type PinMessageRefusal } from './pin-auth.js';
 import {
@@ -46,7 +47,10 @@ export interface PinServerOptions {
   /** How long a pin lives without a renewal. */
   readonly leaseMs: number;
   readonly clock?: Clock;
-  /** Told the number of pins held whenever it changes: a grant, a release, a lapse or a revocation. */
+  /**
+   * Told the number of pins held whenever it changes: a grant, a release, a lapse or a revocation. One that throws
+   * is reported as a process warning; the pins are served as if it had not.
+   */
   readonly onHeldChange?: (held: number) => void;
 }
 
@@ -246,7 +250,7 @@ export class PinServer {
     };
     this.#pins.set(grantId, pin);
     answer.granted = true;
-    this.#options.onHeldChange?.(this.#pins.size);
+    this.#tellHeld();
     this.#extend(pin);
     const { leaseMs } = this.#options;
     const grant = request.wantsChecksums
@@ -408,9 +412,15 @@ export class PinServer {
     pin.ended = end;
     if (pin.timer !== undefined) this.#clock.clearTimer(pin.timer);
     this.#pins.delete(pin.pinId);
-    this.#options.onHeldChange?.(this.#pins.size);
+    this.#tellHeld();
     pin.ending.resolve(end);
     return true;
+  }
+
+  /** Tells `onHeldChange` the pins held now; a throw of it is reported as a warning and changes nothing here. */
+  #tellHeld(): void {
+    const { onHeldChange } = this.#options;
+    if (onHeldChange !== undefined) tellEach([onHeldChange], this.#pins.size, 'a pins-held listener');
   }
 
   #send(peer: Peer, message: PinMessage): void {
