@@ -470,6 +470,19 @@ describe('PinServer', () => {
     expect(sourceAgent.pollNotifications()).toEqual([]);
   });
 
+  it('holds nothing for a request whose checksums it cannot compute: the grant is cancelled and the reader peer given back', async () => {
+    const givenBack: unknown[] = [];
+    const { server, pool, sourceAgent, sourcePeer, readerChannel } = await setup({
+      checksums: () => {
+        throw new Error('no route to this reader');
+      },
+      givePeerBack: (peer) => givenBack.push(peer),
+    });
+    readerChannel.send(sourcePeer, request('p1', [10n]));
+    expect(await answered(server, await sourceAgent.nextNotification())).toBe(true);
+    expect([server.heldPins, pool.pinsOn(0), givenBack.length, server.unansweredMessages]).toEqual([0, 0, 1, 1]);
+  });
+
   it('grants, lapses and gives back the reader peer of a pin all the same when its onHeldChange listener throws', async () => {
     const warn = vi.spyOn(process, 'emitWarning').mockImplementation(() => undefined);
     try {

@@ -13,6 +13,7 @@ import type { PinAdapter } from './pin-adapter.js';
 import { type PinChannel, type PinMessageRefusal } from './pin-auth.js';
 import {
   looksLikePinMessage,
+  type PinGrantMessage,
   type PinMessage,
   type PinRefusalReason,
   type PinRequestMessage,
@@ -238,6 +239,13 @@ export class PinServer {
       await this.#options.adapter.cancelPin(grantId);
       return refuse(reason);
     }
+    let grant: PinGrantMessage;
+    try {
+      grant = this.#grantOf(request, grantId, blocks);
+    } catch (error) {
+      await this.#options.adapter.cancelPin(grantId);
+      throw error;
+    }
     const pin: HeldServedPin = {
       pinId: grantId,
       readerAgent: sender,
@@ -252,18 +260,14 @@ export class PinServer {
     answer.granted = true;
     this.#tellHeld();
     this.#extend(pin);
-    const { leaseMs } = this.#options;
-    const grant = request.wantsChecksums
-      ? {
-          kind: 'grant' as const,
-          pinId: request.pinId,
-          grantId,
-          sourceBlocks: blocks,
-          checksums: this.#options.checksums(request, blocks),
-          leaseMs,
-        }
-      : { kind: 'grant' as const, pinId: request.pinId, grantId, sourceBlocks: blocks, leaseMs };
     this.#send(peer, grant);
+  }
+
+  /** The grant of `blocks` under `grantId`, with their checksums when the reader wants them. */
+  #grantOf(request: PinRequestMessage, grantId: string, blocks: Uint32Array): PinGrantMessage {
+    const { leaseMs } = this.#options;
+    const grant = { kind: 'grant' as const, pinId: request.pinId, grantId, sourceBlocks: blocks, leaseMs };
+    return request.wantsChecksums ? { ...grant, checksums: this.#options.checksums(request, blocks) } : grant;
   }
 
   /**
