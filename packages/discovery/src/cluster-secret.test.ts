@@ -90,10 +90,14 @@ describe('ClusterSecret.readOrCreate', () => {
   it('creates 32 random bytes with mode 0600 when absent, and reads the existing file after, leaving no temporary file', () => {
     const path = join(dir, 'created.secret');
     const created = ClusterSecret.readOrCreate(path);
+    expect(created.createdFile).toBe(true);
     expect(statSync(path).mode & 0o777).toBe(0o600);
     expect(readFileSync(path)).toHaveLength(32);
     const before = readFileSync(path);
-    expect(ClusterSecret.readOrCreate(path).sign(bytes)).toEqual(created.sign(bytes));
+    const readAfter = ClusterSecret.readOrCreate(path);
+    expect(readAfter.createdFile).toBe(false);
+    expect(ClusterSecret.read(path).createdFile).toBe(false);
+    expect(readAfter.sign(bytes)).toEqual(created.sign(bytes));
     expect(readFileSync(path)).toEqual(before);
     expect(readdirSync(dir).filter((name) => name.endsWith('.tmp'))).toEqual([]);
   });

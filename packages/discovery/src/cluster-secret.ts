@@ -32,6 +32,8 @@ export class ClusterSecret {
     key: Buffer,
     /** The secret file's absolute path, or `random secret of process <pid>`. */
     readonly origin: string,
+    /** Whether `readOrCreate` created the secret file: this process won the race to create it. */
+    readonly createdFile = false,
   ) {
     this.#key = key;
   }
@@ -41,7 +43,10 @@ export class ClusterSecret {
    * symbolic link is followed (a Kubernetes secret volume links its files) and the file it names is checked.
    */
   static read(path: string): ClusterSecret {
-    const absolute = resolve(path);
+    return ClusterSecret.#readFile(resolve(path), false);
+  }
+
+  static #readFile(absolute: string, created: boolean): ClusterSecret {
     let fd: number;
     try {
       fd = openSync(absolute, 'r');
@@ -71,7 +76,7 @@ export class ClusterSecret {
       const read = readSync(fd, key, 0, key.length, 0);
       if (read !== key.length)
         throw new ClusterSecretError(absolute, `changed while it was read (${read} of ${key.length} bytes)`);
-      return new ClusterSecret(key, absolute);
+      return new ClusterSecret(key, absolute, created);
     } finally {
       closeSync(fd);
     }
@@ -80,14 +85,16 @@ export class ClusterSecret {
   /**
    * Creates the secret file at `path` with 32 random bytes and mode 0600 unless a file is there already,
    * then reads it. Processes creating it at the same time all read the one that won: the file appears
-   * whole (linked from a finished temporary file) or not at all.
+   * whole (linked from a finished temporary file) or not at all; only the one that won has `createdFile` set.
    */
   static readOrCreate(path: string): ClusterSecret {
     const absolute = resolve(path);
     const draft = `${absolute}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`;
+    let created = false;
     try {
       writeFileSync(draft, randomBytes(clusterSecretMinBytes), { mode: 0o600, flag: 'wx' });
       linkSync(draft, absolute);
+      created = true;
     } catch (cause) {
       if ((cause as NodeJS.ErrnoException).code !== 'EEXIST') {
         throw new ClusterSecretError(
@@ -103,7 +110,7 @@ export class ClusterSecret {
         // Never written (its directory is missing): the creation error above says why.
       }
     }
-    return ClusterSecret.read(absolute);
+    return ClusterSecret.#readFile(absolute, created);
   }
 
   /** The memory backend's secret: random, one per process, as the memory store serves one process. */

@@ -1,4 +1,4 @@
-import { closeSync, fchmodSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, fchmodSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { uptime } from 'node:os';
 import { resolve } from 'node:path';
 import type Database from 'better-sqlite3';
@@ -79,13 +79,14 @@ const defaultSqliteFileMode = 0o600;
 /**
  * Creates the database file at `path` with exactly `mode` (a umask of 022 would otherwise open a new
  * file to every local user) unless it exists; SQLite then creates the side files with the same bits.
+ * Whether this call created it (another process may create it at the same time).
  */
-function createDatabaseFile(path: string, mode: number): void {
+function createDatabaseFile(path: string, mode: number): boolean {
   let fd: number;
   try {
     fd = openSync(path, 'wx', mode);
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'EEXIST') return;
+    if ((error as NodeJS.ErrnoException).code === 'EEXIST') return false;
     throw error;
   }
   try {
@@ -93,6 +94,12 @@ function createDatabaseFile(path: string, mode: number): void {
   } finally {
     closeSync(fd);
   }
+  return true;
+}
+
+/** Removes the database file this store created, with its side files, when opening it failed. */
+function removeDatabaseFile(path: string): void {
+  for (const file of [path, `${path}-wal`, `${path}-shm`]) rmSync(file, { force: true });
 }
 
 function fileModeOption(mode: number | undefined): number {
@@ -189,6 +196,8 @@ export class SqliteDiscoveryStore implements DiscoveryStore {
   readonly path: string;
   /** The clock the lease deadlines are in (`clockId`). */
   readonly clockId: string;
+  /** Whether opening this store created its database file (another process may have created it first). */
+  readonly createdFile: boolean;
 
   constructor(path: string, options: SqliteDiscoveryOptions = {}) {
     if (typeof path !== 'string' || path.length === 0) {
@@ -207,12 +216,17 @@ export class SqliteDiscoveryStore implements DiscoveryStore {
     const fileMode = fileModeOption(options.fileMode);
     const Driver = betterSqlite3();
     try {
-      createDatabaseFile(this.path, fileMode);
+      this.createdFile = createDatabaseFile(this.path, fileMode);
+    } catch (error) {
+      throw new DiscoveryUnavailableError(this.backend, 'open', undefined, { cause: error, location: this.path });
+    }
+    try {
       this.db = new Driver(this.path, { timeout: busyTimeoutMs });
       enterWalMode(this.db, busyTimeoutMs);
       this.db.pragma('synchronous = NORMAL');
       this.db.transaction(() => this.db.exec(schema)).immediate();
     } catch (error) {
+      this.abandonOpening();
       throw new DiscoveryUnavailableError(this.backend, 'open', undefined, { cause: error, location: this.path });
     }
     const db = this.db;
@@ -250,7 +264,7 @@ export class SqliteDiscoveryStore implements DiscoveryStore {
     try {
       this.write(() => this.adoptClock());
     } catch (error) {
-      this.db.close();
+      this.abandonOpening();
       throw new DiscoveryUnavailableError(this.backend, 'open', undefined, { cause: error, location: this.path });
     }
     this.hub = new LocalWatchHub({
@@ -366,6 +380,12 @@ export class SqliteDiscoveryStore implements DiscoveryStore {
   }
 
   /** Runs a step after sweeping expired leases; wraps SQLite failures as `DiscoveryUnavailableError`. */
+  /** Closes what a failed opening opened, and removes the database file if it created it: nothing is left half-made. */
+  private abandonOpening(): void {
+    (this.db as Database.Database | undefined)?.close();
+    if (this.createdFile) removeDatabaseFile(this.path);
+  }
+
   private run<T>(operation: string, key: string | undefined, step: () => T): T {
     if (this.closed) throw new DiscoveryClosedError(this.backend, operation);
     try {
