@@ -1,6 +1,12 @@
 import { lstatSync, rmSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { type ClusterSecret, type DiscoveryStore, openClusterSecret, openDiscovery } from '@kvreuse/discovery';
+import {
+  type ClusterSecret,
+  type DiscoveryStore,
+  openClusterSecret,
+  openDiscovery,
+  SqliteDiscoveryStore,
+} from '@kvreuse/discovery';
 import { EngineSidecar, type SidecarReport } from '@kvreuse/endpoint';
 import { loadTransport, type Transport } from '@kvreuse/native-bindings';
 import { admissionGate, declaredProfile } from '@kvreuse/profile-admission';
@@ -56,14 +62,11 @@ function checkSqlitePath(path: string): void {
     throw new InputFileError(path, `its folder ${folder} is not a directory (set --discovery-sqlite-path)`);
 }
 
-/** The files a start in SQLite discovery would create (a new database with its journals, the default secret) that are not there yet. */
-function filesToCreate(discovery: Settings['discovery']): string[] {
-  if (discovery.backend !== 'sqlite') return [];
-  const { sqlitePath, secretFile } = discovery;
-  const absent = (file: string) => lstatSync(file, { throwIfNoEntry: false }) === undefined;
-  // Another process's journals beside a database that exists are never ours to remove.
-  const database = absent(sqlitePath) ? [sqlitePath, `${sqlitePath}-wal`, `${sqlitePath}-shm`] : [];
-  return [...database, ...(secretFile === '' ? [`${sqlitePath}.secret`] : [])].filter(absent);
+/** The files opening them created (the default secret, a new SQLite database with its journals): removed again if the sidecar does not start. */
+function filesCreated(secret: ClusterSecret, store: DiscoveryStore): string[] {
+  const secretFile = secret.createdFile ? [secret.origin] : [];
+  if (!(store instanceof SqliteDiscoveryStore) || !store.createdFile) return secretFile;
+  return [...secretFile, store.path, `${store.path}-wal`, `${store.path}-shm`];
 }
 
 function removeFiles(files: readonly string[]): void {
@@ -85,15 +88,16 @@ function openPublishing(command: string, discovery: Settings['discovery']): Publ
       'discovery.backend = memory holds one process only: readers could not find the engines',
     );
   if (discovery.backend === 'sqlite') checkSqlitePath(discovery.sqlitePath);
-  const created = filesToCreate(discovery);
+  // The secret before the store: a secret refused leaves no discovery file behind.
+  const secret = openClusterSecret(discovery);
+  let store: DiscoveryStore;
   try {
-    // The secret before the store: a secret refused leaves no discovery file behind.
-    const secret = openClusterSecret(discovery);
-    return { secret, store: openDiscovery(discovery), created };
+    store = openDiscovery(discovery);
   } catch (error) {
-    removeFiles(created);
+    if (secret.createdFile) removeFiles([secret.origin]);
     throw error;
   }
+  return { secret, store, created: filesCreated(secret, store) };
 }
 
 /** GPU memory is served behind the declared profile's admission gate; without a profile, it is refused. */
