@@ -1,9 +1,11 @@
 import { kvreuseSettings, type Settings } from './settings/all-settings.js';
 import { admissionGate, declaredProfile } from '@kvreuse/profile-admission';
 import {
+  checkKeySegment,
   defaultKeyPrefix,
   type DiscoveryStore,
   type NotReadyReason,
+  RankPartPublicationError,
   type ReadinessGate,
   safeDecodeRankPartRecord,
   sealedMetadataSizes,
@@ -110,10 +112,24 @@ async function inventoryOf(
   const refused: string[] = [];
   for (const entry of entries) {
     const parsed = safeParseInventoryBatch(entry.value);
-    if (parsed.success) summaries.set(parsed.data.workerId, summarizeInventoryBatch(parsed.data, now));
-    else refused.push(`${entry.key}: ${parsed.error.message}`);
+    const workerIdRefused = parsed.success ? keySegmentRefusal(parsed.data.workerId) : undefined;
+    if (!parsed.success) refused.push(`${entry.key}: ${parsed.error.message}`);
+    else if (workerIdRefused !== undefined)
+      refused.push(`${entry.key}: workerId ${JSON.stringify(parsed.data.workerId)} ${workerIdRefused}`);
+    else summaries.set(parsed.data.workerId, summarizeInventoryBatch(parsed.data, now));
   }
   return { summaries, refused };
+}
+
+/** Why a worker id cannot name the worker's keys in discovery (where inspect looks its rank parts up), if it cannot. */
+function keySegmentRefusal(workerId: string): string | undefined {
+  try {
+    checkKeySegment('workerId', workerId);
+    return undefined;
+  } catch (error) {
+    if (error instanceof RankPartPublicationError) return error.reason;
+    throw error;
+  }
 }
 
 /** The declared profile as the admission gate readiness uses, as a worker's own process would install it. */
