@@ -1,4 +1,4 @@
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import type { CommandArgs, OptionSpec } from './args.js';
 import type { CliContext, Command } from './command.js';
 import { requireCheckout, runInCheckout } from './checkout.js';
@@ -11,13 +11,20 @@ const dryRunOption: OptionSpec = {
   description: 'print the command it would run in the checkout, and run nothing',
 };
 
-function runOrShow(root: string, argv: readonly string[], args: CommandArgs, context: CliContext): void {
+function runOrShow(
+  root: string,
+  argv: readonly string[],
+  env: Readonly<Record<string, string>>,
+  args: CommandArgs,
+  context: CliContext,
+): void {
   const [command, ...rest] = argv as [string, ...string[]];
   if (args.options.has('dry-run')) {
-    context.stdout(`in ${root}: ${argv.join(' ')}\n`);
+    const assignments = Object.entries(env).map(([name, value]) => `${name}=${value} `);
+    context.stdout(`in ${root}: ${assignments.join('')}${argv.join(' ')}\n`);
     return;
   }
-  runInCheckout(root, command, rest, context);
+  runInCheckout(root, command, rest, context, env);
 }
 
 export const bench: Command = {
@@ -44,8 +51,13 @@ export const bench: Command = {
       context,
       'From the installed package, kvreuse bench link measures the link between two hosts over UCX (see kvreuse bench link --help)',
     );
-    requireUcx(this.name, resolveCommandSettings(args, context).settings, context.cwd);
+    const { settings } = resolveCommandSettings(args, context);
+    requireUcx(this.name, settings, context.cwd);
     const writeDocs = args.options.has('write-docs') ? ['--write-docs'] : [];
-    runOrShow(root, [process.execPath, join(root, 'scripts', 'dev.mjs'), 'bench', ...writeDocs], args, context);
+    // The benchmarks run in the checkout's root and read the library from the environment, not the settings.
+    const { library } = settings.transport;
+    const env = library === '' ? {} : { KVREUSE_TRANSPORT_LIBRARY: resolve(context.cwd, library) };
+    const argv = [process.execPath, join(root, 'scripts', 'dev.mjs'), 'bench', ...writeDocs];
+    runOrShow(root, argv, env, args, context);
   },
 };

@@ -32,11 +32,17 @@ export function requireCheckout(command: string, context: CliContext, instead?: 
 }
 
 /**
- * Runs a command of the checkout to its end with this process's terminal, in the checkout's root;
- * `ChildCommandError` when it fails or cannot start.
+ * Runs a command of the checkout to its end with this process's terminal, in the checkout's root, with
+ * the command's environment and `env` over it; `ChildCommandError` when it fails or cannot start.
  */
-export function runInCheckout(root: string, command: string, args: readonly string[], context: CliContext): void {
-  const result = spawnSync(command, args, { cwd: root, stdio: 'inherit', env: context.env });
+export function runInCheckout(
+  root: string,
+  command: string,
+  args: readonly string[],
+  context: CliContext,
+  env: Readonly<Record<string, string>> = {},
+): void {
+  const result = spawnSync(command, args, { cwd: root, stdio: 'inherit', env: { ...context.env, ...env } });
   const commandLine = [command, ...args].join(' ');
   if (result.error !== undefined) throw new ChildCommandError(commandLine, result.error.message);
   if (result.status !== 0)
