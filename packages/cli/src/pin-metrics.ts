@@ -1,5 +1,7 @@
 // Pins as the endpoint processes count them: no worker publishes its pins to discovery, so inspect
 // reads them where they are, from the `kvreuse_pins_held` gauge at each process's /metrics.
+import { get as httpGet } from 'node:http';
+import { get as httpsGet } from 'node:https';
 import { MetricsUnavailableError } from './errors.js';
 
 /** The pins one endpoint process reports: granted to readers (serving) and held at sources (holding). */
@@ -28,19 +30,44 @@ export function pinsFromMetrics(url: string, text: string): ProcessPins | undefi
   return found ? { url, serving: held.serve, holding: held.pull } : undefined;
 }
 
+/**
+ * The body `url` answers with (a 2xx status) within the deadline. Read with node:http rather than
+ * fetch, which refuses ports such as 6000 (the WHATWG "bad ports") that a metrics server may listen on.
+ */
+function readText(url: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const get = new URL(url).protocol === 'https:' ? httpsGet : httpGet;
+    // A connection of its own, closed with the answer: no pooled socket outlives the command.
+    const request = get(url, { agent: false }, (response) => {
+      const status = response.statusCode ?? 0;
+      if (status < 200 || status >= 300) {
+        reject(new Error(`HTTP ${status}`));
+        request.destroy();
+        return;
+      }
+      let text = '';
+      response.setEncoding('utf8');
+      response.on('data', (chunk: string) => (text += chunk));
+      response.on('end', () => resolve(text));
+      response.on('error', reject);
+      response.on('close', () => reject(new Error('the connection closed before the whole answer')));
+    });
+    const deadline = setTimeout(() => {
+      reject(new Error(`no answer within ${metricsDeadlineMs / 1000} s`));
+      request.destroy();
+    }, metricsDeadlineMs);
+    request.on('error', reject);
+    request.on('close', () => clearTimeout(deadline));
+  });
+}
+
 /** Reads the pins of the endpoint process serving its metrics at `url`; `MetricsUnavailableError` when it cannot. */
 export async function readProcessPins(url: string): Promise<ProcessPins> {
   let text: string;
   try {
-    const response = await fetch(url, { signal: AbortSignal.timeout(metricsDeadlineMs) });
-    if (!response.ok) throw new Error(`HTTP ${response.status}`);
-    text = await response.text();
+    text = await readText(url);
   } catch (error) {
-    const cause =
-      error instanceof Error && error.cause instanceof Error
-        ? `${error.message}: ${error.cause.message}`
-        : (error as Error).message;
-    throw new MetricsUnavailableError(url, cause, { cause: error });
+    throw new MetricsUnavailableError(url, (error as Error).message, { cause: error });
   }
   const pins = pinsFromMetrics(url, text);
   if (pins === undefined)

@@ -150,7 +150,7 @@ describe('kvreuse inspect on a SQLite discovery file written by the registry', (
     expect(gone).toMatchObject({ status: 1, stdout: '' });
     expect(gone.stderrLines).toEqual([
       expect.stringMatching(
-        /^kvreuse: metrics at http:\/\/127\.0\.0\.1:\d+\/metrics: fetch failed: .*ECONNREFUSED.* \[METRICS_UNAVAILABLE\]$/,
+        /^kvreuse: metrics at http:\/\/127\.0\.0\.1:\d+\/metrics: connect ECONNREFUSED .* \[METRICS_UNAVAILABLE\]$/,
       ),
     ]);
   }, 60_000);
