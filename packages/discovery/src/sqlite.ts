@@ -379,13 +379,13 @@ export class SqliteDiscoveryStore implements DiscoveryStore {
     this.db.close();
   }
 
-  /** Runs a step after sweeping expired leases; wraps SQLite failures as `DiscoveryUnavailableError`. */
   /** Closes what a failed opening opened, and removes the database file if it created it: nothing is left half-made. */
   private abandonOpening(): void {
     (this.db as Database.Database | undefined)?.close();
     if (this.createdFile) removeDatabaseFile(this.path);
   }
 
+  /** Runs a step after sweeping expired leases; wraps SQLite failures as `DiscoveryUnavailableError`. */
   private run<T>(operation: string, key: string | undefined, step: () => T): T {
     if (this.closed) throw new DiscoveryClosedError(this.backend, operation);
     try {
