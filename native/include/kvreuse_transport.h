@@ -416,10 +416,10 @@ enum {
  * Every page is backed before the call returns (prefaulted with MADV_POPULATE_WRITE on the calling thread, ~0.25 ms
  * per MiB here; kernels before 5.14 leave pages to their first touch), so memory the system cannot provide is refused
  * here, not at a later first touch. Errors: INVALID_PARAM (length 0 or above PTRDIFF_MAX, flags), NO_MEMORY when no
- * shared memory can hold `length` bytes (UCX tries SysV shared memory, then /dev/shm: a length above both kernel.shmmax
- * and the bytes free in /dev/shm is refused before UCX writes any of it; its fallback to private memory is refused,
- * since readers could not map it) or the pages cannot be backed — the detail names the size, the backing and the bytes
- * free in /dev/shm —, NOT_ALLOWED (mlock limit), BACKEND. A refusal leaves nothing allocated.
+ * shared memory can hold `length` bytes (UCX tries SysV shared memory, then /dev/shm or UCX_POSIX_DIR: a length above
+ * both kernel.shmmax and the bytes free there is refused before UCX writes any of it; its fallback to private memory is
+ * refused, since readers could not map it) or the pages cannot be backed — the detail names the size, the backing and
+ * the bytes free in that directory —, NOT_ALLOWED (mlock limit), BACKEND. A refusal leaves nothing allocated.
  */
 KVT_API kvt_status kvt_mem_alloc(uint32_t agent, uint64_t length, uint32_t flags, uint64_t *out_address);
 

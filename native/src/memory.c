@@ -117,7 +117,7 @@ static kvt_status free_call(kvt_agent *agent, void *arg, char *detail, size_t de
 
 /*
  * Backs every page of a fresh allocation now (MADV_POPULATE_WRITE), so that memory the system cannot
- * provide — a full /dev/shm under UCX's posix segments, or no memory left — is refused here, instead of
+ * provide — a full /dev/shm (or UCX_POSIX_DIR) under UCX's posix segments, or no memory left — is refused here, instead of
  * raising SIGBUS (or waking the OOM killer) at the first touch in whatever code touches it first.
  * Kernels before 5.14 do not know the advice (EINVAL): there the pages are left to their first touch.
  */
@@ -128,11 +128,12 @@ static kvt_status prefault(const kvt_allocation *allocation) {
     char backing[256];
     bool shared;
     kvt_mapping_describe(allocation->address, backing, sizeof backing, &shared);
+    const char *posix_dir = kvt_posix_segment_dir();
     return kvt_fail(error == EFAULT || error == ENOMEM ? KVT_ERR_NO_MEMORY : KVT_ERR_BACKEND,
-                    "kvt_mem_alloc: the system cannot back %llu bytes (%s; prefaulting failed: %s); /dev/shm has %llu "
+                    "kvt_mem_alloc: the system cannot back %llu bytes (%s; prefaulting failed: %s); %s has %llu "
                     "bytes free",
-                    (unsigned long long)allocation->length, backing, strerror(error),
-                    (unsigned long long)kvt_shm_free_bytes());
+                    (unsigned long long)allocation->length, backing, strerror(error), posix_dir,
+                    (unsigned long long)kvt_free_bytes_in(posix_dir));
 }
 
 /* Backs the pages of a fresh allocation and locks them when asked (sets allocation->locked). */

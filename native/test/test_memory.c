@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -544,17 +545,25 @@ static void destroy_waits_for_begun_deregistration_and_free(void) {
 }
 
 #define SMALL_SHM_OPTIONS "size=24m"
+/* /dev/shm in the child while UCX_POSIX_DIR names the small tmpfs: room for the 64 MiB, whatever the host's is */
+#define LARGE_SHM_OPTIONS "size=128m"
+#define SMALL_POSIX_DIR "/dev/shm/posix"
 /* kernel.shmmax of the child's IPC namespace: SysV refuses anything larger (UCX's own receive pools fit) */
 #define SYSV_LIMIT "8388608"
 #define TOO_LARGE (64u << 20)
 #define FITS_SHM_ONLY (12u << 20)
 
-static uint64_t shm_free_bytes(void) {
-    struct statvfs shm;
-    CHECK(statvfs("/dev/shm", &shm) == 0, "statvfs /dev/shm: %s", strerror(errno));
-    return (uint64_t)shm.f_bavail * shm.f_frsize;
+/* Where UCX's posix transport puts its segments: UCX_POSIX_DIR, /dev/shm by default. */
+static const char *posix_dir(void) {
+    const char *dir = getenv("UCX_POSIX_DIR");
+    return dir ? dir : "/dev/shm";
 }
 
+static uint64_t free_bytes_in(const char *dir) {
+    struct statvfs fs;
+    CHECK(statvfs(dir, &fs) == 0, "statvfs %s: %s", dir, strerror(errno));
+    return (uint64_t)fs.f_bavail * fs.f_frsize;
+}
 static bool mapped_from(uint64_t address, const char *needle) {
     FILE *maps = fopen("/proc/self/maps", "r");
     CHECK(maps != NULL, "open /proc/self/maps");
@@ -582,31 +591,32 @@ static uint64_t bytes_written(void) {
     return written;
 }
 
-/* Inside full_dev_shm_is_a_typed_refusal's namespaces: /dev/shm is a 24 MiB tmpfs and SysV shared memory
+/* Inside the namespaces run_in_small_shm makes: UCX's posix directory is a 24 MiB tmpfs and SysV shared memory
  * takes at most 8 MiB, so a 64 MiB allocation has no shared memory to go to. */
 static void allocation_in_a_small_shm(void) {
     if (!getenv("KVT_TEST_SMALL_SHM")) {
-        test_skip_reason = "runs inside the namespaces full_dev_shm_is_a_typed_refusal makes";
+        test_skip_reason = "runs inside the namespaces run_in_small_shm makes";
         return;
     }
+    const char *dir = posix_dir();
     uint32_t agent = make_agent("small-shm");
-    uint64_t room = shm_free_bytes(), address = 0;
-    CHECK(room < TOO_LARGE && room >= FITS_SHM_ONLY, "/dev/shm is the small tmpfs (%llu bytes free)",
+    uint64_t room = free_bytes_in(dir), address = 0;
+    CHECK(room < TOO_LARGE && room >= FITS_SHM_ONLY, "%s is the small tmpfs (%llu bytes free)", dir,
           (unsigned long long)room);
-    /* Refused before any of it is written into /dev/shm (filling it would press every process's memory). */
+    /* Refused before any of it is written into the directory (filling it would press every process's memory). */
     uint64_t written = bytes_written();
     CHECK_STATUS(KVT_ERR_NO_MEMORY, kvt_mem_alloc(agent, TOO_LARGE, 0, &address));
     CHECK(bytes_written() - written < (1u << 20), "the refusal wrote %llu bytes first",
           (unsigned long long)(bytes_written() - written));
     CHECK_DETAIL("67108864 bytes");
-    char expected[64];
-    snprintf(expected, sizeof expected, "/dev/shm has %llu bytes free", (unsigned long long)room);
+    char expected[128];
+    snprintf(expected, sizeof expected, "%s has %llu bytes free", dir, (unsigned long long)room);
     CHECK_DETAIL(expected);
     CHECK_DETAIL("SysV shared memory takes at most " SYSV_LIMIT " bytes");
     CHECK(counter(agent, KVT_COUNTER_LIVE_ALLOCATIONS) == 0 && counter(agent, KVT_COUNTER_ALLOCATED_BYTES) == 0,
           "the refusal left no allocation");
-    CHECK(shm_free_bytes() == room, "the refusal left nothing in /dev/shm (%llu bytes free, %llu before)",
-          (unsigned long long)shm_free_bytes(), (unsigned long long)room);
+    CHECK(free_bytes_in(dir) == room, "the refusal left nothing in %s (%llu bytes free, %llu before)", dir,
+          (unsigned long long)free_bytes_in(dir), (unsigned long long)room);
 
     /* Begun off the calling thread: refused at once too, before UCX is asked, with nothing left behind. */
     uint64_t job = 0;
@@ -617,44 +627,48 @@ static void allocation_in_a_small_shm(void) {
     CHECK_DETAIL(expected);
     CHECK(counter(agent, KVT_COUNTER_LIVE_ALLOCATIONS) == 0 && counter(agent, KVT_COUNTER_ALLOCATED_BYTES) == 0,
           "the refusal left no allocation");
-    CHECK(shm_free_bytes() == room, "the refusal left nothing in /dev/shm (%llu bytes free, %llu before)",
-          (unsigned long long)shm_free_bytes(), (unsigned long long)room);
+    CHECK(free_bytes_in(dir) == room, "the refusal left nothing in %s (%llu bytes free, %llu before)", dir,
+          (unsigned long long)free_bytes_in(dir), (unsigned long long)room);
 
-    /* The agent goes on: 12 MiB fits in /dev/shm (too large for SysV here), and is backed there at once. */
+    /* The agent goes on: 12 MiB fits in the directory (too large for SysV here), and is backed there at once. */
     CHECK_OK(kvt_mem_alloc(agent, FITS_SHM_ONLY, 0, &address));
-    CHECK(mapped_from(address, "/dev/shm/"), "the 12 MiB allocation is a /dev/shm segment");
-    CHECK(shm_free_bytes() == room - FITS_SHM_ONLY, "its pages are in /dev/shm (%llu bytes free)",
-          (unsigned long long)shm_free_bytes());
+    char segment[128];
+    snprintf(segment, sizeof segment, "%s/ucx_shm_posix_", dir);
+    CHECK(mapped_from(address, segment), "the 12 MiB allocation is a segment in %s", dir);
+    CHECK(free_bytes_in(dir) == room - FITS_SHM_ONLY, "its pages are in %s (%llu bytes free)", dir,
+          (unsigned long long)free_bytes_in(dir));
     memset((void *)(uintptr_t)address, 0x5A, FITS_SHM_ONLY);
     CHECK_OK(kvt_mem_free(agent, address));
     CHECK_OK(kvt_agent_destroy(agent));
 }
 
-/* A full /dev/shm (and SysV shared memory too small) is a typed refusal naming the size and /dev/shm,
- * not a SIGBUS at first touch nor a silent private fallback. The case runs in a child process this test
- * puts into a new mount and IPC namespace (as `unshare --mount --ipc` would), with an 8 MiB tmpfs over
- * /dev/shm. */
-static void full_dev_shm_is_a_typed_refusal(void) {
+/* Runs allocation_in_a_small_shm in a child process this test puts into a new mount and IPC namespace (as
+ * `unshare --mount --ipc` would), kernel.shmmax at 8 MiB there and a 24 MiB tmpfs over `small_dir`: /dev/shm, or
+ * a directory inside a larger /dev/shm that UCX_POSIX_DIR names. */
+static void run_in_small_shm(const char *small_dir) {
     ONLY_ON_BACKEND(KVT_BACKEND_UCX, "the loopback backend allocates private memory, not shared memory");
+    bool own_dir = strcmp(small_dir, "/dev/shm") != 0;
     char self[4096];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     CHECK(n > 0, "readlink /proc/self/exe: %s", strerror(errno));
     self[n] = '\0';
     size_t count = 0;
     while (environ[count]) count++;
-    char **env = calloc(count + 2, sizeof *env);
+    char **env = calloc(count + 3, sizeof *env);
     CHECK(env != NULL, "out of memory");
     memcpy(env, environ, count * sizeof *env);
     env[count] = "KVT_TEST_SMALL_SHM=1";
+    if (own_dir) env[count + 1] = "UCX_POSIX_DIR=" SMALL_POSIX_DIR;
     char *const args[] = {self, "--case", "allocation_in_a_small_shm", NULL};
     fflush(NULL);
     pid_t child = fork();
     CHECK(child >= 0, "fork");
     if (child == 0) {
         if (unshare(CLONE_NEWNS | CLONE_NEWIPC) != 0) _exit(77);
-        if (mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) != 0 ||
-            mount("tmpfs", "/dev/shm", "tmpfs", 0, SMALL_SHM_OPTIONS) != 0)
+        if (mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) != 0) _exit(78);
+        if (own_dir && (mount("tmpfs", "/dev/shm", "tmpfs", 0, LARGE_SHM_OPTIONS) != 0 || mkdir(small_dir, 0700) != 0))
             _exit(78);
+        if (mount("tmpfs", small_dir, "tmpfs", 0, SMALL_SHM_OPTIONS) != 0) _exit(78);
         int fd = open("/proc/sys/kernel/shmmax", O_WRONLY);
         if (fd < 0 || write(fd, SYSV_LIMIT, sizeof SYSV_LIMIT - 1) != (ssize_t)(sizeof SYSV_LIMIT - 1)) _exit(79);
         close(fd);
@@ -669,9 +683,17 @@ static void full_dev_shm_is_a_typed_refusal(void) {
         return;
     }
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-          "the allocations in a small /dev/shm failed (exit %d, signal %d; 78: mount, 79: shmmax, 80: exec)",
+          "the allocations in a small %s failed (exit %d, signal %d; 78: mount, 79: shmmax, 80: exec)", small_dir,
           WIFEXITED(status) ? WEXITSTATUS(status) : -1, WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
+
+/* A full /dev/shm (and SysV shared memory too small) is a typed refusal naming the size and /dev/shm,
+ * not a SIGBUS at first touch nor a silent private fallback. */
+static void full_dev_shm_is_a_typed_refusal(void) { run_in_small_shm("/dev/shm"); }
+
+/* With UCX_POSIX_DIR naming another directory, UCX's posix segments go there: the room asked before UCX is that
+ * directory's, not that of /dev/shm (which has room here). */
+static void full_posix_dir_is_a_typed_refusal(void) { run_in_small_shm(SMALL_POSIX_DIR); }
 
 TEST_MAIN("memory", TEST(alloc_is_page_aligned_and_counted), TEST(alloc_with_mlock_within_the_limit),
           TEST(alloc_with_mlock_refused_by_the_limit), TEST(register_refusals), TEST(register_refuses_unmapped_memory),
@@ -682,4 +704,5 @@ TEST_MAIN("memory", TEST(alloc_is_page_aligned_and_counted), TEST(alloc_with_mlo
           TEST(begun_deregistration_and_free_leave_at_once_and_answer_once),
           TEST(begun_deregistration_and_free_refusals), TEST(deregistrations_begun_together_fence_readers_once),
           TEST(jobs_ended_together_wake_the_consumer_once), TEST(destroy_waits_for_begun_deregistration_and_free),
-          TEST(full_dev_shm_is_a_typed_refusal), TEST(allocation_in_a_small_shm))
+          TEST(full_dev_shm_is_a_typed_refusal), TEST(full_posix_dir_is_a_typed_refusal),
+          TEST(allocation_in_a_small_shm))

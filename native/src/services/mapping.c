@@ -1,11 +1,12 @@
 /* What backs memory of this process: the mapping /proc/self/maps lists for an address, and the room
- * left in /dev/shm (where UCX's posix segments live). Used to explain refused allocations and to check
- * that a file-backed registration is what it says. */
+ * left where UCX's posix segments live (/dev/shm, or UCX_POSIX_DIR). Used to explain refused allocations and to
+ * check that a file-backed registration is what it says. */
 #include "services/mapping.h"
 
 #include "services/status.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/shm.h>
 #include <sys/statvfs.h>
@@ -78,14 +79,19 @@ bool kvt_mapping_of_file(uint64_t address, uint64_t length, uint64_t device, uin
     return false;
 }
 
-/* Bytes free in /dev/shm, or `unknown` when it cannot be asked. */
-static uint64_t shm_free_bytes_or(uint64_t unknown) {
-    struct statvfs shm;
-    if (statvfs("/dev/shm", &shm) != 0) return unknown;
-    return (uint64_t)shm.f_bavail * shm.f_frsize;
+const char *kvt_posix_segment_dir(void) {
+    const char *dir = getenv("UCX_POSIX_DIR");
+    return dir ? dir : "/dev/shm";
 }
 
-uint64_t kvt_shm_free_bytes(void) { return shm_free_bytes_or(0); }
+/* Bytes free in `dir`, or `unknown` when it cannot be asked. */
+static uint64_t free_bytes_or(const char *dir, uint64_t unknown) {
+    struct statvfs fs;
+    if (statvfs(dir, &fs) != 0) return unknown;
+    return (uint64_t)fs.f_bavail * fs.f_frsize;
+}
+
+uint64_t kvt_free_bytes_in(const char *dir) { return free_bytes_or(dir, 0); }
 
 /* The largest segment SysV shared memory takes now: kernel.shmmax, within the pages kernel.shmall leaves to this
  * IPC namespace; UINT64_MAX when it cannot be asked. */
@@ -103,10 +109,11 @@ static uint64_t sysv_room_bytes(uint64_t page) {
 bool kvt_shared_memory_room(uint64_t length, char *why, size_t why_size) {
     uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
     uint64_t segment = (length + page - 1) / page * page;
-    uint64_t shm_free = shm_free_bytes_or(UINT64_MAX);
+    const char *dir = kvt_posix_segment_dir();
+    uint64_t posix_free = free_bytes_or(dir, UINT64_MAX);
     uint64_t sysv = sysv_room_bytes(page);
-    if (segment <= shm_free || segment <= sysv) return true;
-    snprintf(why, why_size, "/dev/shm has %llu bytes free and SysV shared memory takes at most %llu bytes",
-             (unsigned long long)shm_free, (unsigned long long)sysv);
+    if (segment <= posix_free || segment <= sysv) return true;
+    snprintf(why, why_size, "%s has %llu bytes free and SysV shared memory takes at most %llu bytes", dir,
+             (unsigned long long)posix_free, (unsigned long long)sysv);
     return false;
 }

@@ -16,10 +16,12 @@ bool kvt_mapping_describe(uint64_t address, char *out, size_t size, bool *out_sh
  * false with why not in `why`. */
 bool kvt_mapping_of_file(uint64_t address, uint64_t length, uint64_t device, uint64_t inode, uint64_t file_offset,
                          char *why, size_t why_size);
-/* Bytes free in /dev/shm (0 when it cannot be asked). */
-uint64_t kvt_shm_free_bytes(void);
-/* Whether SysV shared memory or /dev/shm has room for a segment of `length` bytes (whole pages); else false, with
- * how much each has in `why`. A limit that cannot be asked counts as room. */
+/* The directory UCX's posix transport puts its segments in: UCX_POSIX_DIR, /dev/shm when unset (UCX's default). */
+const char *kvt_posix_segment_dir(void);
+/* Bytes free in the filesystem of `dir` (0 when it cannot be asked). */
+uint64_t kvt_free_bytes_in(const char *dir);
+/* Whether SysV shared memory or kvt_posix_segment_dir() has room for a segment of `length` bytes (whole pages);
+ * else false, with how much each has in `why`. A limit that cannot be asked counts as room. */
 bool kvt_shared_memory_room(uint64_t length, char *why, size_t why_size);
 
 #endif

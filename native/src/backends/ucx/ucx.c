@@ -318,8 +318,8 @@ static kvt_status ucx_start(kvt_agent *agent, char *detail, size_t detail_size) 
 
 static kvt_status ucx_alloc(kvt_agent *agent, kvt_allocation *allocation, char *detail, size_t detail_size) {
     ucx_state *state = state_of(agent);
-    /* Refused before UCX tries: it tests /dev/shm by writing the whole segment there, filling it meanwhile. */
-    char room[160];
+    /* Refused before UCX tries: it tests its posix directory by writing the whole segment there, filling it meanwhile. */
+    char room[512];
     if (state->shared_memory && !kvt_shared_memory_room(allocation->length, room, sizeof room)) {
         snprintf(detail, detail_size, "kvt_mem_alloc: no shared memory for %llu bytes: %s",
                  (unsigned long long)allocation->length, room);
@@ -333,11 +333,12 @@ static kvt_status ucx_alloc(kvt_agent *agent, kvt_allocation *allocation, char *
     };
     ucp_mem_h memh;
     ucs_status_t status = ucp_mem_map(state->context, &params, &memh);
+    const char *posix_dir = kvt_posix_segment_dir();
     if (status != UCS_OK) {
         snprintf(detail, detail_size,
-                 "kvt_mem_alloc: ucp_mem_map(ALLOCATE, %llu bytes) failed: %s (/dev/shm has %llu bytes free)",
-                 (unsigned long long)allocation->length, ucs_status_string(status),
-                 (unsigned long long)kvt_shm_free_bytes());
+                 "kvt_mem_alloc: ucp_mem_map(ALLOCATE, %llu bytes) failed: %s (%s has %llu bytes free)",
+                 (unsigned long long)allocation->length, ucs_status_string(status), posix_dir,
+                 (unsigned long long)kvt_free_bytes_in(posix_dir));
         return status == UCS_ERR_NO_MEMORY ? KVT_ERR_NO_MEMORY : KVT_ERR_BACKEND;
     }
     ucp_mem_attr_t attr = {.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH};
@@ -349,7 +350,7 @@ static kvt_status ucx_alloc(kvt_agent *agent, kvt_allocation *allocation, char *
                  ucs_status_string(status), attr.length, attr.address);
         return KVT_ERR_BACKEND;
     }
-    /* UCX tries SysV shared memory, then a /dev/shm segment (written through first, so a full /dev/shm
+    /* UCX tries SysV shared memory, then a posix segment (written through first, so a full directory
      * refuses it), then falls back to private memory that no other process can map: readers would take
      * the slow path, and the allocation is not what it promises. Refuse it instead — unless UCX_TLS
      * leaves the shared-memory transports out, where private memory is all UCX allocates. */
@@ -359,9 +360,10 @@ static kvt_status ucx_alloc(kvt_agent *agent, kvt_allocation *allocation, char *
     if (!shared && state->shared_memory) {
         ucp_mem_unmap(state->context, memh);
         snprintf(detail, detail_size,
-                 "kvt_mem_alloc: no shared memory for %llu bytes: SysV shared memory refused it and /dev/shm has "
+                 "kvt_mem_alloc: no shared memory for %llu bytes: SysV shared memory refused it and %s has "
                  "%llu bytes free, so UCX fell back to private memory (%s) that readers cannot map",
-                 (unsigned long long)allocation->length, (unsigned long long)kvt_shm_free_bytes(), backing);
+                 (unsigned long long)allocation->length, posix_dir, (unsigned long long)kvt_free_bytes_in(posix_dir),
+                 backing);
         return KVT_ERR_NO_MEMORY;
     }
     allocation->address = (uint64_t)(uintptr_t)attr.address;
