@@ -14,7 +14,9 @@ import { prepareWorker, registerAndPublish, tearDownWorker, type WorkerSetup } f
 
 const runs = 9;
 const blocksPerBank = 32;
-const transport = loadTransport();
+/** KVREUSE_TRANSPORT_LIBRARY points the benchmark (as `kvreuse bench --transport-library` does) at another build of the library. */
+const libraryPath = process.env['KVREUSE_TRANSPORT_LIBRARY'];
+const transport = loadTransport(libraryPath === undefined ? {} : { libraryPath });
 const backend = transport.capabilities().backends.includes('ucx') ? 'ucx' : 'loopback';
 const dir = mkdtempSync(join(tmpdir(), 'kvreuse-bench-register-'));
 const writer = openSqliteDiscovery(join(dir, 'discovery.sqlite'));

@@ -25,7 +25,9 @@ import { fillDeterministic } from '../workers.js';
 import { ManualClock } from './manual-clock.js';
 import { defaultSettings } from './settings.js';
 
-export const transport = loadTransport();
+/** KVREUSE_TRANSPORT_LIBRARY points the tests and benchmarks (as `kvreuse bench --transport-library` does) at another build of the library. */
+const libraryPath = process.env['KVREUSE_TRANSPORT_LIBRARY'];
+export const transport = loadTransport(libraryPath === undefined ? {} : { libraryPath });
 
 export const testGeometry: Geometry = {
   numLayers: 2,
