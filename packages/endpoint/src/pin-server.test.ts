@@ -483,6 +483,27 @@ describe('PinServer', () => {
     expect([server.heldPins, pool.pinsOn(0), givenBack.length, server.unansweredMessages]).toEqual([0, 0, 1, 1]);
   });
 
+  it('holds nothing for a request whose grant cannot be sent: the grant is cancelled and the reader peer given back', async () => {
+    const givenBack: unknown[] = [];
+    const pins = await loopbackPins('pin-server-unsent', agents);
+    const server = new PinServer({
+      channel: pins.sourceChannel,
+      adapter: withAdapterCalls(pins.pool, {
+        // The reader's peer goes away while the adapter answers: the grant can no longer be sent to it.
+        beforeGrant: () => Promise.resolve(pins.readerPeer.unload()),
+      }),
+      source,
+      resolvePeer: () => Promise.resolve(pins.readerPeer),
+      checksums: (_request, blocks) => blocks.map((block) => block + 1000),
+      leaseMs: 1000,
+      clock: pins.clock,
+      givePeerBack: (peer) => givenBack.push(peer),
+    });
+    pins.readerChannel.send(pins.sourcePeer, request('p1', [10n]));
+    expect(await answered(server, await pins.sourceAgent.nextNotification())).toBe(true);
+    expect([server.heldPins, pins.pool.pinsOn(0), givenBack.length, server.unansweredMessages]).toEqual([0, 0, 1, 1]);
+  });
+
   it('grants, lapses and gives back the reader peer of a pin all the same when its onHeldChange listener throws', async () => {
     const warn = vi.spyOn(process, 'emitWarning').mockImplementation(() => undefined);
     try {

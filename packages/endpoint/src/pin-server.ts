@@ -239,9 +239,9 @@ export class PinServer {
       await this.#options.adapter.cancelPin(grantId);
       return refuse(reason);
     }
-    let grant: PinGrantMessage;
     try {
-      grant = this.#grantOf(request, grantId, blocks);
+      // Sent before the pin is held: nothing the reader sends back can be taken before the pin is recorded below.
+      this.#send(peer, this.#grantOf(request, grantId, blocks));
     } catch (error) {
       await this.#options.adapter.cancelPin(grantId);
       throw error;
@@ -260,7 +260,6 @@ export class PinServer {
     answer.granted = true;
     this.#tellHeld();
     this.#extend(pin);
-    this.#send(peer, grant);
   }
 
   /** The grant of `blocks` under `grantId`, with their checksums when the reader wants them. */
