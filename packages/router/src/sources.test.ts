@@ -154,6 +154,51 @@ describe('SourceBook', () => {
     expect(book.setHealth('nobody', { healthy: true })).toBe(false);
   });
 
+  it('refuses a complete-inventory announcement without a worker id or a whole epoch ≥ 1, keeping the one before', () => {
+    const book = new SourceBook();
+    book.inventoryComplete('decode-1', 3);
+    for (const [option, workerId, epoch] of [
+      ['epoch', 'decode-1', Number.NaN],
+      ['epoch', 'decode-1', 3.5],
+      ['epoch', 'decode-1', '3'],
+      ['epoch', 'decode-1', Number.POSITIVE_INFINITY],
+      ['workerId', 5, 3],
+      ['workerId', '', 3],
+    ] as const) {
+      expect(() => book.inventoryComplete(workerId as never, epoch as never), option).toThrow(
+        expect.objectContaining({ code: 'INVALID_ROUTER_OPTION', option }),
+      );
+    }
+    book.observe(readyOf(workerOf('decode-1'), 3));
+    expect(book.get('decode-1')?.warming).toBe(false);
+  });
+
+  it('keeps the health it was given, whatever the caller does with its object afterwards', () => {
+    const book = new SourceBook();
+    book.observe(readyOf(workerOf('decode-1'), 1));
+    const health = { healthy: false, reason: 'fenced' };
+    book.setHealth('decode-1', health);
+    health.reason = '';
+    (health as { healthy: boolean }).healthy = true;
+    expect(book.get('decode-1')?.health).toEqual({ healthy: false, reason: 'fenced' });
+  });
+
+  it('refuses a host or a declared block hash of the wrong shape, taking nothing in', () => {
+    const book = new SourceBook();
+    const ready = readyOf(workerOf('decode-1'), 1);
+    for (const [option, options] of [
+      ['options.host', { host: 5 }],
+      ['options.blockHash', { blockHash: 'kvreuse.block-hash.v3' }],
+      ['options.blockHash', { blockHash: { function: 'kvreuse.block-hash.v3' } }],
+      ['options.blockHash', { blockHash: null }],
+    ] as const) {
+      expect(() => book.observe(ready, options as never), option).toThrow(
+        expect.objectContaining({ code: 'INVALID_ROUTER_OPTION', option }),
+      );
+    }
+    expect(book.get('decode-1')).toBeUndefined();
+  });
+
   it('refuses a ready readiness without its incarnation, a whole epoch ≥ 1 or its worker, and keeps the fence', () => {
     const book = new SourceBook();
     const current = workerOf('decode-1', { incarnation: 'inc-5' });

@@ -116,6 +116,10 @@ export class SourceBook {
       throw new RouterOptionError('readiness', readiness, 'a WorkerReadiness of @kvreuse/discovery');
     }
     if (options === null || typeof options !== 'object') throw new RouterOptionError('options', options, 'an object');
+    const { host } = options;
+    const blockHash = declaredBlockHash(options.blockHash);
+    if (host !== undefined && typeof host !== 'string')
+      throw new RouterOptionError('options.host', host, 'the machine the worker runs on, a string, or absent');
     if (readiness.ready) checkReady(readiness);
     const entry: Entry = this.entries.get(readiness.workerId) ?? {
       source: undefined,
@@ -147,8 +151,8 @@ export class SourceBook {
     if (current !== undefined && readiness.epoch === current.epoch && readiness.incarnation === current.incarnation) {
       if (current.worker !== readiness.worker) forgetVerdicts(entry);
       current.worker = readiness.worker;
-      current.host = options.host;
-      current.blockHash = options.blockHash;
+      current.host = host;
+      current.blockHash = blockHash;
       return true;
     }
     forgetVerdicts(entry);
@@ -159,8 +163,8 @@ export class SourceBook {
       incarnation: readiness.incarnation,
       epoch: readiness.epoch,
       worker: readiness.worker,
-      host: options.host,
-      blockHash: options.blockHash,
+      host,
+      blockHash,
       warming: this.completed.get(readiness.workerId) !== readiness.epoch,
       health: healthy,
       activePulls: 0,
@@ -173,6 +177,10 @@ export class SourceBook {
    * the incarnation is ready, it applies once it is. Returns false for an older incarnation's.
    */
   inventoryComplete(workerId: string, epoch: number): boolean {
+    if (typeof workerId !== 'string' || workerId === '')
+      throw new RouterOptionError('workerId', workerId, 'a worker id, a non-empty string');
+    if (!(Number.isSafeInteger(epoch) && epoch >= 1))
+      throw new RouterOptionError('epoch', epoch, 'an epoch is a whole number ≥ 1');
     const entry = this.entries.get(workerId);
     if (entry !== undefined && epoch < entry.epoch) return false;
     this.completed.set(workerId, epoch);
@@ -196,7 +204,7 @@ export class SourceBook {
     }
     const source = this.entries.get(workerId)?.source;
     if (source === undefined) return false;
-    source.health = health;
+    source.health = health.healthy ? healthy : Object.freeze({ healthy: false, reason: health.reason });
     return true;
   }
 
@@ -282,6 +290,19 @@ function checkReady(readiness: Extract<WorkerReadiness, { ready: true }>): void 
       'a complete worker descriptor (Worker of @kvreuse/descriptors)',
     );
   }
+}
+
+function declaredBlockHash(declared: DeclaredBlockHash | undefined): DeclaredBlockHash | undefined {
+  if (declared === undefined) return undefined;
+  if (
+    declared === null ||
+    typeof declared !== 'object' ||
+    typeof declared.function !== 'string' ||
+    typeof declared.seed !== 'string'
+  ) {
+    throw new RouterOptionError('options.blockHash', declared, '{ function, seed }, both strings, or absent');
+  }
+  return Object.freeze({ function: declared.function, seed: declared.seed });
 }
 
 function rememberReady(entry: Entry, incarnation: string): void {
