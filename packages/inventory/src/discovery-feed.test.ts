@@ -82,6 +82,20 @@ test('publish() refuses events every follower would refuse, writing nothing, and
   await store.close();
 });
 
+test('a publisher publishes as the worker it was made for, whatever the caller does with its options afterwards', async () => {
+  const store = new MemoryDiscoveryStore();
+  const lease = await store.grantLease(600_000);
+  const options = { ...(await claimIncarnationEpoch(store, { workerId: 'w', incarnation: 'i' })), lease: lease.id };
+  const publisher = new InventoryPublisher(store, options);
+  Object.assign(options, { workerId: 'other', incarnation: '', epoch: Number.NaN });
+  await publisher.publish([]);
+  expect(safeParseInventoryBatch((await store.get(publisher.key))!.value)).toMatchObject({
+    success: true,
+    data: { workerId: 'w', incarnation: 'i', epoch: 1 },
+  });
+  await store.close();
+});
+
 describe.each(stores)('inventory through %s discovery', (_, open) => {
   test("withdraw() deletes this incarnation's batch (followers forget the worker), leaves a newer one, and refuses later batches", async () => {
     const store = open();

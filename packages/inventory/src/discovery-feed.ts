@@ -53,24 +53,35 @@ export class InventoryPublisher {
   private supersededBy: SupersededError | undefined;
   private lastWrite: Promise<unknown> = Promise.resolve();
   readonly key: string;
+  private readonly options: InventoryPublisherOptions;
 
   constructor(
     private readonly store: DiscoveryStore,
-    private readonly options: InventoryPublisherOptions,
+    options: InventoryPublisherOptions,
   ) {
     checkStore('store', store);
     checkOptionsObject('options', options);
-    for (const field of ['workerId', 'incarnation', 'lease'] as const)
-      checkNonEmptyString(`options.${field}`, options[field]);
-    for (const field of ['prefix', 'keyPrefix'] as const) checkOptionalString(`options.${field}`, options[field]);
-    if (!isEpoch(options.epoch)) {
+    const { workerId, incarnation, epoch, lease, prefix, keyPrefix } = options;
+    checkNonEmptyString('options.workerId', workerId);
+    checkNonEmptyString('options.incarnation', incarnation);
+    checkNonEmptyString('options.lease', lease);
+    checkOptionalString('options.prefix', prefix);
+    checkOptionalString('options.keyPrefix', keyPrefix);
+    if (!isEpoch(epoch)) {
       throw new InventoryEventError(
         'epoch',
-        options.epoch,
+        epoch,
         'an epoch is a whole number ≥ 1, as claimIncarnationEpoch hands it out',
       );
     }
-    this.key = `${options.prefix ?? defaultInventoryPrefix}${options.workerId}`;
+    this.options = Object.freeze({
+      workerId,
+      incarnation,
+      epoch,
+      lease,
+      ...(keyPrefix === undefined ? {} : { keyPrefix }),
+    });
+    this.key = `${prefix ?? defaultInventoryPrefix}${workerId}`;
   }
 
   /** Why the publisher stopped for good, once a newer incarnation superseded it; otherwise undefined. */
