@@ -185,10 +185,24 @@ describe('hashBlockChain', () => {
     expect(() => hashBlockChain(null as never, scheme)).toThrow(expect.objectContaining({ argument: 'tokens' }));
   });
 
+  test('refuses tokens whose length is not a whole number ≥ 0', () => {
+    const scheme = { salt: 1n, blockTokens: 2 };
+    for (const length of [Number.NaN, -4, Number.POSITIVE_INFINITY, 2.5]) {
+      expect(() => hashBlockChain({ length } as never, scheme), String(length)).toThrow(
+        expect.objectContaining({ code: 'INVENTORY_INVALID_BLOCK_INPUT', argument: 'tokens.length' }),
+      );
+    }
+  });
+
   test('hex form round-trips and refuses anything else', () => {
     expect(blockHashFromHex(blockHashToHex(0x00ff00ff00ff00ffn))).toBe(0x00ff00ff00ff00ffn);
     expect(blockHashToHex(1n)).toBe('0000000000000001');
     expect(blockHashFromHex('ABCDEF0123456789')).toBeUndefined();
     expect(blockHashFromHex('123')).toBeUndefined();
+    for (const hash of [-1n, 1n << 64n, 1]) {
+      expect(() => blockHashToHex(hash as never), String(hash)).toThrow(
+        expect.objectContaining({ code: 'INVENTORY_INVALID_BLOCK_INPUT', argument: 'hash' }),
+      );
+    }
   });
 });

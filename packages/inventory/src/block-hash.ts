@@ -105,6 +105,9 @@ export function hashBlockChain(tokens: ArrayLike<number>, scheme: BlockHashSchem
   if (tokens === null || typeof tokens !== 'object' || typeof tokens.length !== 'number') {
     throw new BlockHashError('tokens', tokens, 'tokens are an array or typed array of token ids');
   }
+  if (!Number.isSafeInteger(tokens.length) || tokens.length < 0) {
+    throw new BlockHashError('tokens.length', tokens.length, 'a length is a whole number ≥ 0');
+  }
   const { blockTokens } = scheme;
   const blocks = Math.floor(tokens.length / blockTokens);
   const chain = new BigUint64Array(blocks);
@@ -144,6 +147,9 @@ const hexHash = /^[0-9a-f]{16}$/;
 
 /** A block hash as 16 lowercase hex digits (the inventory's wire form). */
 export function blockHashToHex(hash: bigint): string {
+  if (typeof hash !== 'bigint' || hash < 0n || hash > maxHash) {
+    throw new BlockHashError('hash', hash, 'a block hash is a bigint from 0 to 2^64 − 1');
+  }
   return hash.toString(16).padStart(16, '0');
 }
 
