@@ -37,6 +37,30 @@ describe('defineGroup', () => {
     expect(isSettingsGroup({ name: 'cache', settings: {} })).toBe(false);
   });
 
+  it('keeps its own copy of the declaration: changing it afterwards changes nothing the group checked', () => {
+    const ports = ['a'];
+    const settings = {
+      sizeBlocks: { schema: z.int().min(1), default: 64 as number, description: 'How many blocks.' },
+      names: { schema: z.array(z.string()), default: ports, description: 'Names.' },
+    };
+    const rule = {
+      setting: 'sizeBlocks' as const,
+      related: ['names' as const],
+      rule: 'cache.size_blocks ≥ 1',
+      why: 'a cache holds something.',
+      holds: (cache: { sizeBlocks: number }) => cache.sizeBlocks >= 1,
+    };
+    const group = defineGroup('cache', { description: 'A cache.', settings, rules: [rule] });
+    settings.sizeBlocks.default = -1;
+    ports.push('b');
+    rule.holds = () => false;
+    rule.related.push('sizeBlocks' as never);
+    expect(group.settings.sizeBlocks!.default).toBe(64);
+    expect(group.settings.names!.default).toEqual(['a']);
+    expect(group.rules[0]!.holds({ sizeBlocks: 64, names: ['a'] })).toBe(true);
+    expect(group.rules[0]!.related).toEqual(['names']);
+  });
+
   it('lists every problem of a declaration at once', () => {
     const error = groupError(() =>
       defineGroup('Cache-2', {

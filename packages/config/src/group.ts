@@ -146,8 +146,17 @@ export function defineGroup<const Name extends string, Schemas extends Readonly<
   return Object.freeze({
     name,
     description: declaration.description,
-    settings: Object.freeze({ ...declaration.settings }),
-    rules: Object.freeze([...(declaration.rules ?? [])]),
+    settings: Object.freeze(
+      Object.fromEntries(
+        Object.entries(declaration.settings).map(([setting, { default: value, ...rest }]) => [
+          setting,
+          Object.freeze({ ...rest, default: Array.isArray(value) ? Object.freeze([...value]) : value }),
+        ]),
+      ),
+    ) as SettingDeclarations<Schemas>,
+    rules: Object.freeze(
+      (declaration.rules ?? []).map((rule) => Object.freeze({ ...rule, related: Object.freeze([...rule.related]) })),
+    ),
     [GROUP_BRAND]: true as const,
   });
 }
