@@ -57,6 +57,26 @@ describe('parseProfile', () => {
     expect(checkedProfile(profile, composed)).toBe(profile);
   });
 
+  it('freezes a copy of pinned values, never the objects the caller passed in', () => {
+    const endpoints = ['http://etcd-a:2379'];
+    const fail = 'fail';
+    const input = valid();
+    const profile = parseProfile(
+      {
+        ...input,
+        settings: {
+          required: { 'discovery.etcdEndpoints': endpoints },
+          forbidden: { 'drain.failedLoadPolicy': [fail] },
+        },
+      },
+      { settings: composed },
+    );
+    expect(Object.isFrozen(endpoints)).toBe(false);
+    endpoints.push('http://etcd-b:2379');
+    expect(profile.settings.required['discovery.etcdEndpoints']).toEqual(['http://etcd-a:2379']);
+    expect(Object.isFrozen(profile.settings.required['discovery.etcdEndpoints'])).toBe(true);
+  });
+
   it('refuses a malformed profile with the path of every problem in one error', () => {
     const input = {
       ...valid(),

@@ -324,12 +324,14 @@ function profileIssues(error: z.ZodError): ProfileIssue[] {
   );
 }
 
-function deepFreeze<T>(value: T): T {
-  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
-    for (const child of Object.values(value)) deepFreeze(child);
-    Object.freeze(value);
-  }
-  return value;
+/** A frozen copy of the arrays and plain objects in `value`: the parser passes pinned values through as given. */
+function frozenCopy<T>(value: T): T {
+  if (Array.isArray(value)) return Object.freeze(value.map(frozenCopy)) as T;
+  if (typeof value !== 'object' || value === null) return value;
+  const prototype: unknown = Object.getPrototypeOf(value);
+  if (prototype !== Object.prototype && prototype !== null) return value;
+  const entries = Object.entries(value).map(([key, child]) => [key, frozenCopy(child)] as const);
+  return Object.freeze(Object.fromEntries(entries)) as T;
 }
 
 /** Every profile the parser produced: frozen, so it still holds what was checked. */
@@ -348,8 +350,9 @@ export function safeParseProfile(input: unknown, options: ParseProfileOptions): 
   checkProfileOptions(options);
   const result = profileSchemaOf(options.settings).safeParse(input, { reportInput: true });
   if (result.success) {
-    parsedProfiles.add(deepFreeze(result.data));
-    return { success: true, data: result.data };
+    const profile = frozenCopy(result.data);
+    parsedProfiles.add(profile);
+    return { success: true, data: profile };
   }
   return { success: false, error: new InvalidProfileError(profileIssues(result.error), options.source) };
 }
