@@ -133,6 +133,11 @@ describe('Bank.adopt', () => {
     expect(() => Bank.adopt(spec, kvreuseOwner({ address: spec.address, bytes: spec.bytes * 2n, free() {} }))).toThrow(
       /exactly its allocation/,
     );
+    for (const bytes of [65536.5, Number.NaN, -65536]) {
+      expect(() => Bank.adopt(spec, kvreuseOwner({ address: spec.address, bytes, free() {} })), String(bytes)).toThrow(
+        expect.objectContaining({ code: 'INVALID_BANK', field: 'owner.allocation' }),
+      );
+    }
   });
 });
 
@@ -353,6 +358,16 @@ describe('Bank retention and reinstatement', () => {
       expect([bank.state, bank.retainedBy]).toEqual([state, undefined]);
     },
   );
+
+  it('refuses a retention without its reason in words, leaving the bank as it was', async () => {
+    const bank = await bankIn('registered');
+    for (const reason of [undefined, '', 5]) {
+      expect(() => bank.retain(reason as never), String(reason)).toThrow(
+        expect.objectContaining({ code: 'INVALID_BANK', field: 'reason' }),
+      );
+    }
+    expect([bank.state, bank.retainedBy, bank.retainedReason]).toEqual(['registered', undefined, undefined]);
+  });
 
   it('refuses an unknown kind of retention', async () => {
     const bank = await bankIn('registered');

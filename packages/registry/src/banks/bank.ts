@@ -239,6 +239,8 @@ export class Bank implements BankLabel {
     if (by !== 'quarantine' && by !== 'native-refusal') {
       throw new InvalidBankError('retainedBy', by, "must be 'quarantine' or 'native-refusal'");
     }
+    if (typeof reason !== 'string' || reason === '')
+      throw new InvalidBankError('reason', reason, 'must say in words why the bank is retained');
     if (this.#state === 'retained' && (by === this.#retainedBy || by === 'quarantine')) return;
     if (this.#state !== 'retained') {
       this.#expect(by === 'quarantine' ? ['registered'] : ['registering', 'registered', 'releasing'], `retain (${by})`);
@@ -350,16 +352,16 @@ function validateOwner(spec: BankSpec, owner: BankOwner): void {
   }
   if (kind !== 'kvreuse') throw new InvalidBankError('owner.kind', kind, "must be 'framework' or 'kvreuse'");
   const { allocation } = owner as { allocation?: { address?: unknown; bytes?: unknown; free?: unknown } };
-  const bytesType = typeof allocation?.bytes;
+  const bytes = allocation?.bytes;
   if (
     typeof allocation?.address !== 'bigint' ||
-    (bytesType !== 'bigint' && bytesType !== 'number') ||
+    (typeof bytes !== 'bigint' && !(Number.isSafeInteger(bytes) && (bytes as number) >= 0)) ||
     typeof allocation.free !== 'function'
   ) {
     throw new InvalidBankError(
       'owner.allocation',
       allocation,
-      'a kvreuse owner needs a native allocation (address, bytes, free)',
+      'a kvreuse owner needs a native allocation (address, bytes, free), its bytes a whole number',
     );
   }
   // A bank is one allocation: handing the bank back frees exactly it.
