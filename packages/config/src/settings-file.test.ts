@@ -53,6 +53,20 @@ describe('loadSettingsFile', () => {
     expect(loadSettingsFile({ text: '# nothing yet\n' }).data).toBeNull();
   });
 
+  it('refuses input of the wrong shape with a typed error, reading nothing', () => {
+    for (const [input, problem] of [
+      [null, 'the input must be a path'],
+      [5, 'the input must be a path'],
+      [{ path: 3 }, 'path must be a non-empty string'],
+      [{ path: '' }, 'path must be a non-empty string'],
+      [{ text: 5 }, 'text must be a string'],
+      [{ text: 'a: 1', format: 'xml' }, 'format must be yaml or json'],
+    ] as const) {
+      const error = fileError(() => loadSettingsFile(input as never));
+      expect(error.message, JSON.stringify(input)).toContain(problem);
+    }
+  });
+
   it('names the path of a file it cannot read', () => {
     const missing = join(directory, 'missing.yaml');
     const error = fileError(() => loadSettingsFile(missing));

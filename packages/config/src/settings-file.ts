@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { extname, join, resolve } from 'node:path';
 import { isMap, isScalar, LineCounter, parseDocument, type Node } from 'yaml';
+import { describeValue } from '@kvreuse/errors';
 import { SettingsFileError } from './errors.js';
 
 export type SettingsFileFormat = 'yaml' | 'json';
@@ -103,6 +104,7 @@ function parseText(
 
 /** Reads and parses a settings file, keeping the line of every key; throws `SettingsFileError` when it cannot be read or parsed. */
 export function loadSettingsFile(input: SettingsFileInput): LoadedSettingsFile {
+  checkInput(input);
   if (typeof input === 'string' || 'path' in input) {
     const path = typeof input === 'string' ? input : input.path;
     let text: string;
@@ -116,6 +118,25 @@ export function loadSettingsFile(input: SettingsFileInput): LoadedSettingsFile {
   const origin = input.origin ?? INLINE;
   if ('text' in input) return { origin, ...parseText(input.text, input.format ?? 'yaml', origin) };
   return { origin, data: input.data, lines: new Map() };
+}
+
+function checkInput(input: SettingsFileInput): void {
+  const refuse = (problem: string, value: unknown): never => {
+    throw new SettingsFileError(INLINE, `${problem}; got ${describeValue(value)}`);
+  };
+  if (typeof input === 'string') return;
+  if (input === null || typeof input !== 'object')
+    return refuse('the input must be a path, { path }, { text, format?, origin? } or { data, origin? }', input);
+  if ('path' in input) {
+    if (typeof input.path !== 'string' || input.path === '') refuse('path must be a non-empty string', input.path);
+    return;
+  }
+  if ('text' in input) {
+    if (typeof input.text !== 'string') refuse('text must be a string', input.text);
+    if (input.format !== undefined && input.format !== 'yaml' && input.format !== 'json')
+      refuse('format must be yaml or json', input.format);
+  }
+  if (input.origin !== undefined && typeof input.origin !== 'string') refuse('origin must be a string', input.origin);
 }
 
 /** The variable that names a settings file when no `--config` does; never read as a setting. */
