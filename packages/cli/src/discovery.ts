@@ -1,8 +1,8 @@
-import { statSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import type { Settings } from './settings/all-settings.js';
 import { type DiscoveryStore, openDiscovery } from '@kvreuse/discovery';
 import { DiscoveryNotFoundError, InputFileError, UsageError } from './errors.js';
+import { pathKind } from './path-kind.js';
 
 /** The discovery settings with every file they name taken from the command's working directory, as every path of the cli is. */
 export function discoveryFilesFrom(settings: Settings['discovery'], cwd: string): Settings['discovery'] {
@@ -19,6 +19,24 @@ export function discoveryFilesFrom(settings: Settings['discovery'], cwd: string)
 }
 
 /**
+ * Refuses a SQLite discovery path no store could be at — a directory, a FIFO or another file that is not a
+ * regular one, a path whose folder is not a directory — and, with `mustExist`, one where nothing is yet.
+ */
+export function checkSqlitePath(path: string, { mustExist }: { mustExist: boolean }): void {
+  const refuse = (problem: string): InputFileError =>
+    new InputFileError(path, `${problem} (set --discovery-sqlite-path)`);
+  const kind = pathKind(path, refuse);
+  if (kind === 'directory') throw refuse('a directory, not a SQLite discovery file');
+  if (kind === 'other') throw refuse('not a regular file, so not a SQLite discovery file');
+  if (kind === 'file') return;
+  const folder = dirname(path);
+  const folderKind = pathKind(folder, refuse);
+  if (folderKind === 'missing' && mustExist) throw new DiscoveryNotFoundError(path);
+  if (folderKind !== 'directory') throw refuse(`its folder ${folder} is not a directory`);
+  if (mustExist) throw new DiscoveryNotFoundError(path);
+}
+
+/**
  * Opens the discovery store the settings name, for reading what other processes published: `sqlite`
  * at an existing file, or `etcd`, each file named taken from the command's working directory. `memory` holds only one
  * process's state, so another process can never read it.
@@ -31,15 +49,7 @@ export function openPublishedDiscovery(command: string, given: Settings['discove
     );
   }
   const settings = discoveryFilesFrom(given, cwd);
-  if (settings.backend === 'sqlite') {
-    const found = statSync(settings.sqlitePath, { throwIfNoEntry: false });
-    if (found === undefined) throw new DiscoveryNotFoundError(settings.sqlitePath);
-    if (found.isDirectory())
-      throw new InputFileError(
-        settings.sqlitePath,
-        'a directory, not a SQLite discovery file (set --discovery-sqlite-path)',
-      );
-  }
+  if (settings.backend === 'sqlite') checkSqlitePath(settings.sqlitePath, { mustExist: true });
   return openDiscovery(settings);
 }
 

@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -112,6 +112,12 @@ describe('kvreuse sidecar', () => {
     expect(await refused(join(folder, 'a'.repeat(120)))).toMatch(
       /^kvreuse: sidecar: --socket .*: a unix socket path is at most 107 bytes/,
     );
+    expect(await refused(join(folder, 'a'.repeat(300)))).toMatch(
+      /^kvreuse: sidecar: --socket .*: a unix socket path is at most 107 bytes/,
+    );
+    expect(await refused(join(taken, 'engine.sock'))).toMatch(
+      /^kvreuse: sidecar: --socket .*engine\.sock: its folder .*taken\.sock is not a directory/,
+    );
     // No discovery file (nor its secret) left behind by a sidecar that never listened.
     expect(readdirSync(folder)).toEqual(['taken.sock']);
   });
@@ -148,6 +154,7 @@ describe('kvreuse sidecar', () => {
     folders.push(folder);
     mkdirSync(join(folder, 'folder.sqlite'));
     writeFileSync(join(folder, 'text.sqlite'), 'not a database, and longer than a header');
+    execFileSync('mkfifo', [join(folder, 'fifo.sqlite')]);
     const started = async (sqlitePath: string): Promise<{ status: number; stderr: string }> => {
       const { out, context } = capture();
       const args = ['sidecar', '--socket', join(folder, 'engine.sock'), '--engines', '1'];
@@ -163,11 +170,19 @@ describe('kvreuse sidecar', () => {
       status: 2,
       stderr: expect.stringMatching(/d\.sqlite: its folder .*none is not a directory.*\[INPUT_FILE\]/),
     });
+    expect(await started(join(folder, 'text.sqlite', 'd.sqlite'))).toEqual({
+      status: 2,
+      stderr: expect.stringMatching(/d\.sqlite: its folder .*text\.sqlite is not a directory.*\[INPUT_FILE\]/),
+    });
+    expect(await started(join(folder, 'fifo.sqlite'))).toEqual({
+      status: 2,
+      stderr: expect.stringMatching(/fifo\.sqlite: not a regular file, so not a SQLite discovery file.*\[INPUT_FILE\]/),
+    });
     expect(await started(join(folder, 'text.sqlite'))).toEqual({
       status: 1,
       stderr: expect.stringMatching(/text\.sqlite: open failed: file is not a database/),
     });
-    expect(readdirSync(folder).sort()).toEqual(['folder.sqlite', 'text.sqlite']);
+    expect(readdirSync(folder).sort()).toEqual(['fifo.sqlite', 'folder.sqlite', 'text.sqlite']);
   });
 
   it('removes the discovery file and secret it created when it cannot listen on its socket', async () => {

@@ -1,4 +1,4 @@
-import { lstatSync, rmSync, statSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import {
   type ClusterSecret,
@@ -12,8 +12,10 @@ import { loadTransport, type Transport } from '@kvreuse/native-bindings';
 import { admissionGate, declaredProfile } from '@kvreuse/profile-admission';
 import type { CommandArgs, OptionSpec } from './args.js';
 import type { CliContext, Command } from './command.js';
-import { InputFileError, UsageError } from './errors.js';
+import { checkSqlitePath } from './discovery.js';
+import { UsageError } from './errors.js';
 import { jsonLinesOf, lineOptions } from './output.js';
+import { pathKind } from './path-kind.js';
 import { kvreuseSettings, type Settings } from './settings/all-settings.js';
 import {
   resolveCommandSettings,
@@ -53,15 +55,6 @@ function describeReport(report: SidecarReport): string {
   }
 }
 
-/** A SQLite discovery path the store could never be created at: a directory, or one in a missing folder. */
-function checkSqlitePath(path: string): void {
-  if (statSync(path, { throwIfNoEntry: false })?.isDirectory() === true)
-    throw new InputFileError(path, 'a directory, not a SQLite discovery file (set --discovery-sqlite-path)');
-  const folder = dirname(path);
-  if (statSync(folder, { throwIfNoEntry: false })?.isDirectory() !== true)
-    throw new InputFileError(path, `its folder ${folder} is not a directory (set --discovery-sqlite-path)`);
-}
-
 /** The files opening them created (the default secret, a new SQLite database with its journals): removed again if the sidecar does not start. */
 function filesCreated(secret: ClusterSecret, store: DiscoveryStore): string[] {
   const secretFile = secret.createdFile ? [secret.origin] : [];
@@ -87,7 +80,7 @@ function openPublishing(command: string, discovery: Settings['discovery']): Publ
       command,
       'discovery.backend = memory holds one process only: readers could not find the engines',
     );
-  if (discovery.backend === 'sqlite') checkSqlitePath(discovery.sqlitePath);
+  if (discovery.backend === 'sqlite') checkSqlitePath(discovery.sqlitePath, { mustExist: false });
   // The secret before the store: a secret refused leaves no discovery file behind.
   const secret = openClusterSecret(discovery);
   let store: DiscoveryStore;
@@ -111,16 +104,15 @@ function vramGate(settings: Settings, transport: Transport) {
 /** The socket's absolute path, checked before anything is opened: it must not exist, its folder must, and it must fit a unix socket address. */
 function socketPathOf(socket: string, cwd: string): string {
   const path = resolve(cwd, socket);
-  if (lstatSync(path, { throwIfNoEntry: false }) !== undefined)
-    throw new UsageError('sidecar', `--socket ${socket} exists: remove it first if no sidecar uses it`);
-  const folder = dirname(path);
-  if (statSync(folder, { throwIfNoEntry: false })?.isDirectory() !== true)
-    throw new UsageError('sidecar', `--socket ${socket}: its folder ${folder} is not a directory`);
+  const refuse = (problem: string): UsageError => new UsageError('sidecar', `--socket ${socket}: ${problem}`);
   if (Buffer.byteLength(path) > maxSocketPathBytes)
-    throw new UsageError(
-      'sidecar',
-      `--socket ${socket}: a unix socket path is at most ${maxSocketPathBytes} bytes, and ${path} has ${Buffer.byteLength(path)}`,
+    throw refuse(
+      `a unix socket path is at most ${maxSocketPathBytes} bytes, and ${path} has ${Buffer.byteLength(path)}`,
     );
+  const folder = dirname(path);
+  if (pathKind(folder, refuse) !== 'directory') throw refuse(`its folder ${folder} is not a directory`);
+  if (pathKind(path, refuse, false) !== 'missing')
+    throw new UsageError('sidecar', `--socket ${socket} exists: remove it first if no sidecar uses it`);
   return path;
 }
 

@@ -1,4 +1,5 @@
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { EndpointMetrics } from '@kvreuse/endpoint';
@@ -213,6 +214,29 @@ describe('kvreuse inspect on a SQLite discovery file written by the registry', (
     ]);
     expect(run.status).toBe(2);
     expect(run.stdout).toBe('');
+  });
+
+  it('a SQLite path below a file, a FIFO, or one with a name too long is refused with exit 2, naming the setting', async () => {
+    writeFileSync(join(dir, 'plain.txt'), '');
+    execFileSync('mkfifo', [join(dir, 'fifo.sqlite')]);
+    const longName = join(dir, `${'a'.repeat(300)}.sqlite`);
+    const refusal = async (path: string): Promise<readonly string[]> => {
+      const run = await runInProcess(['inspect', '--discovery-sqlite-path', path], {
+        env: { KVREUSE_DISCOVERY_BACKEND: 'sqlite' },
+      });
+      expect(run.status).toBe(2);
+      expect(run.stdout).toBe('');
+      return run.stderrLines;
+    };
+    expect(await refusal(join(dir, 'plain.txt', 'd.sqlite'))).toEqual([
+      `kvreuse: ${join(dir, 'plain.txt', 'd.sqlite')}: its folder ${join(dir, 'plain.txt')} is not a directory (set --discovery-sqlite-path) [INPUT_FILE]`,
+    ]);
+    expect(await refusal(join(dir, 'fifo.sqlite'))).toEqual([
+      `kvreuse: ${join(dir, 'fifo.sqlite')}: not a regular file, so not a SQLite discovery file (set --discovery-sqlite-path) [INPUT_FILE]`,
+    ]);
+    expect(await refusal(longName)).toEqual([
+      `kvreuse: ${longName}: cannot be looked up: a name in it is longer than the file system allows (set --discovery-sqlite-path) [INPUT_FILE]`,
+    ]);
   });
 
   it('the memory backend is refused with exit 2: another process can never read it', async () => {
