@@ -67,6 +67,13 @@ describe('splitArgs', () => {
     [['--config'], 'x: --config needs a value: --config <file> (see kvreuse x --help)'],
     [['--config', 'a', '--config', 'b'], 'x: --config is given more than once (see kvreuse x --help)'],
     [['--json=yes'], 'x: --json takes no value (see kvreuse x --help)'],
+    [['--config', ''], 'x: --config needs a value, not an empty one: --config <file> (see kvreuse x --help)'],
+    [['--config='], 'x: --config needs a value, not an empty one: --config <file> (see kvreuse x --help)'],
+    [
+      ['--worker', 'a', '--worker', ''],
+      'x: --worker needs a value, not an empty one: --worker <file> (see kvreuse x --help)',
+    ],
+    [['-o', ''], 'x: -o needs a value, not an empty one: -o <format> (see kvreuse x --help)'],
   ])('%j is a usage error', (argv, message) => {
     expect(() => splitArgs('x', argv, specs)).toThrow(UsageError);
     expect(() => splitArgs('x', argv, specs)).toThrow(message);

@@ -69,6 +69,9 @@ export function splitArgs(command: string, argv: readonly string[], specs: reado
       } else {
         throw new UsageError(command, `${written} needs a value: ${written} ${spec.value}`);
       }
+      // An empty path would name the working directory, an empty address every interface: never what was meant.
+      if (values.at(-1) === '')
+        throw new UsageError(command, `${written} needs a value, not an empty one: ${written} ${spec.value}`);
       options.set(spec.name, values);
       continue;
     }

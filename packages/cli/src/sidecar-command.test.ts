@@ -115,6 +115,7 @@ describe('kvreuse sidecar', () => {
     expect(await refused(join(folder, 'a'.repeat(300)))).toMatch(
       /^kvreuse: sidecar: --socket .*: a unix socket path is at most 107 bytes/,
     );
+    expect(await refused('')).toMatch(/^kvreuse: sidecar: --socket needs a value, not an empty one: --socket <path>/);
     expect(await refused(join(taken, 'engine.sock'))).toMatch(
       /^kvreuse: sidecar: --socket .*engine\.sock: its folder .*taken\.sock is not a directory/,
     );

@@ -114,10 +114,16 @@ describe('kvreuse watch', () => {
     );
   });
 
-  it.each(['1,,2', '', '1,2,', ' '])('refuses --prompt %j: an empty token id is no token 0', async (ids) => {
+  it.each(['1,,2', '1,2,', ' '])('refuses --prompt %j: an empty token id is no token 0', async (ids) => {
     const { out, context } = capture();
     expect(await runCli(['watch', '--vllm', 'tcp://127.0.0.1:1', '--batches', '1', '--prompt', ids], context)).toBe(2);
     expect(out.stderr).toMatch(/--prompt is comma-separated token ids/);
+  });
+
+  it('refuses --prompt "": the option needs a value', async () => {
+    const { out, context } = capture();
+    expect(await runCli(['watch', '--vllm', 'tcp://127.0.0.1:1', '--batches', '1', '--prompt', ''], context)).toBe(2);
+    expect(out.stderr).toMatch(/^kvreuse: watch: --prompt needs a value, not an empty one: --prompt <ids>/);
   });
 
   it('closes the ranks it subscribed when a later rank cannot subscribe', async () => {
