@@ -128,6 +128,19 @@ describe('kvreuse config show', () => {
     ]);
   });
 
+  it.each([
+    ['notaurl', 'expected http://host:port or https://host:port'],
+    ['http://127.0.0.1:0', 'port must be from 1 to 65535'],
+    ['http://127.0.0.1:99999', 'port must be from 1 to 65535'],
+  ])('--discovery-etcd-endpoints %s: one problem naming the flag, exit 2', async (endpoint, problem) => {
+    const run = await runInProcess(['config', 'show', '--discovery-etcd-endpoints', endpoint]);
+    expect(run.status).toBe(2);
+    expect(run.stdout).toBe('');
+    expect(run.stderrLines).toEqual([
+      `kvreuse: 1 invalid setting(s): --discovery-etcd-endpoints = ${JSON.stringify(endpoint)} in argv: item 0: ${problem} (rule: list (at least 1) of http://host:port or https://host:port) [INVALID_SETTING]`,
+    ]);
+  });
+
   it('a missing file: one line naming the file, exit 2', async () => {
     const run = await runInProcess(['config', 'show', '--config', join(dir, 'missing.yaml')]);
     expect(run.status).toBe(2);

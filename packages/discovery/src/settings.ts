@@ -7,10 +7,15 @@ const etcdEndpoint = z
   .string()
   .regex(/^https?:\/\/(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?):[0-9]{1,5}$/, {
     message: 'expected http://host:port or https://host:port',
+    abort: true,
   })
-  .refine((endpoint) => Number(endpoint.slice(endpoint.lastIndexOf(':') + 1)) <= MAX_PORT, {
-    message: `port must be at most ${MAX_PORT}`,
-  })
+  .refine(
+    (endpoint) => {
+      const port = Number(endpoint.slice(endpoint.lastIndexOf(':') + 1));
+      return port >= 1 && port <= MAX_PORT;
+    },
+    { message: `port must be from 1 to ${MAX_PORT}` },
+  )
   .meta({ description: 'http://host:port or https://host:port' });
 
 /** Where workers publish their descriptors and inventory. */
