@@ -141,6 +141,25 @@ describe('kvreuse config show', () => {
     ]);
   });
 
+  it('a settings file that is missing, a directory, or below a file is named in words, not by its errno', async () => {
+    const refusal = async (path: string): Promise<readonly string[]> => {
+      const run = await runInProcess(['config', 'show', '--config', path]);
+      expect(run.status).toBe(2);
+      return run.stderrLines;
+    };
+    const missing = join(dir, 'missing.yaml');
+    const below = join(settingsFile, 'k.yaml');
+    expect(await refusal(missing)).toEqual([
+      `kvreuse: settings file ${missing}: cannot be read: no such file [SETTINGS_FILE]`,
+    ]);
+    expect(await refusal(dir)).toEqual([
+      `kvreuse: settings file ${dir}: cannot be read: a directory, not a file [SETTINGS_FILE]`,
+    ]);
+    expect(await refusal(below)).toEqual([
+      `kvreuse: settings file ${below}: cannot be read: a folder in its path is a file [SETTINGS_FILE]`,
+    ]);
+  });
+
   it('a missing file: one line naming the file, exit 2', async () => {
     const run = await runInProcess(['config', 'show', '--config', join(dir, 'missing.yaml')]);
     expect(run.status).toBe(2);

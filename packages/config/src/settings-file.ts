@@ -102,6 +102,13 @@ function parseText(
   return { data, lines: linesOf(document.contents, lineCounter) };
 }
 
+/** Why a mistyped settings path cannot be read, in words rather than Node's errno text. */
+const readFailures: Readonly<Record<string, string>> = {
+  ENOENT: 'no such file',
+  EISDIR: 'a directory, not a file',
+  ENOTDIR: 'a folder in its path is a file',
+};
+
 /** Reads and parses a settings file, keeping the line of every key; throws `SettingsFileError` when it cannot be read or parsed. */
 export function loadSettingsFile(input: SettingsFileInput): LoadedSettingsFile {
   checkInput(input);
@@ -111,7 +118,9 @@ export function loadSettingsFile(input: SettingsFileInput): LoadedSettingsFile {
     try {
       text = readFileSync(path, 'utf8');
     } catch (error) {
-      throw new SettingsFileError(path, `cannot be read: ${(error as Error).message}`, { cause: error });
+      const code = (error as NodeJS.ErrnoException).code ?? '';
+      const reason = readFailures[code] ?? (error as Error).message;
+      throw new SettingsFileError(path, `cannot be read: ${reason}`, { cause: error });
     }
     return { origin: path, ...parseText(text, formatOfPath(path), path) };
   }
