@@ -19,6 +19,7 @@ import { openPublishedDiscovery } from './discovery.js';
 import { AdmissionRefusedError, InputFileError, UsageError } from './errors.js';
 import { profileGroupsHelp } from './help-groups.js';
 import { dataOptions, documentFormatOf, renderDocument } from './output.js';
+import { pathFailureOf } from './path-kind.js';
 import { nativeCapabilities } from './native.js';
 import {
   resolveCommandSettings,
@@ -94,15 +95,21 @@ export const profilesShow: Command = {
 
 /** A worker from a file holding its rank parts (a JSON array, as discovery publishes them), assembled complete. */
 function workerFromFile(path: string): Worker {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    throw new InputFileError(path, `cannot read a worker's rank parts: ${pathFailureOf(error)} (--worker)`, {
+      cause: error,
+    });
+  }
   let json: unknown;
   try {
-    json = JSON.parse(readFileSync(path, 'utf8'));
+    json = JSON.parse(text);
   } catch (error) {
-    throw new InputFileError(
-      path,
-      `cannot read a worker's rank parts: ${error instanceof Error ? error.message : String(error)}`,
-      { cause: error },
-    );
+    throw new InputFileError(path, `cannot read a worker's rank parts: not JSON: ${(error as Error).message}`, {
+      cause: error,
+    });
   }
   if (!Array.isArray(json)) throw new InputFileError(path, 'must hold a JSON array of rank parts');
   const parts = json.map((input: unknown, index) => {

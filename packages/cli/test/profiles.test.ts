@@ -191,6 +191,22 @@ describe('kvreuse profiles check', () => {
     ]);
   });
 
+  it('a worker file that is missing or a directory: one line naming the file, --worker and why in words, exit 2', async () => {
+    const refusal = async (path: string): Promise<readonly string[]> => {
+      const run = await runInProcess(['profiles', 'check', 'qwen3-0.6b-bf16-b64', '--worker', path]);
+      expect(run.status).toBe(2);
+      expect(run.stdout).toBe('');
+      return run.stderrLines;
+    };
+    const missing = join(dir, 'missing.json');
+    expect(await refusal(missing)).toEqual([
+      `kvreuse: ${missing}: cannot read a worker's rank parts: no such file (--worker) [INPUT_FILE]`,
+    ]);
+    expect(await refusal(dir)).toEqual([
+      `kvreuse: ${dir}: cannot read a worker's rank parts: a directory, not a file (--worker) [INPUT_FILE]`,
+    ]);
+  });
+
   it('a --worker-id that cannot name a worker: usage error naming it, before any discovery is opened', async () => {
     const refusal = async (id: string): Promise<readonly string[]> => {
       const run = await runInProcess(['profiles', 'check', 'qwen3-0.6b-bf16-b64', '--worker-id', id], { cwd: dir });
