@@ -13,13 +13,13 @@ import {
   type Profile,
 } from '@kvreuse/profile-admission';
 import { checkKeySegment, defaultKeyPrefix, RankPartPublicationError, watchWorkerReadiness } from '@kvreuse/discovery';
+import { describeFileFailure } from '@kvreuse/errors';
 import type { CommandArgs } from './args.js';
 import type { CliContext, Command } from './command.js';
 import { openPublishedDiscovery } from './discovery.js';
 import { AdmissionRefusedError, InputFileError, UsageError } from './errors.js';
 import { profileGroupsHelp } from './help-groups.js';
 import { dataOptions, documentFormatOf, renderDocument } from './output.js';
-import { pathFailureOf } from './path-kind.js';
 import { nativeCapabilities } from './native.js';
 import {
   resolveCommandSettings,
@@ -99,7 +99,7 @@ function workerFromFile(path: string): Worker {
   try {
     text = readFileSync(path, 'utf8');
   } catch (error) {
-    throw new InputFileError(path, `cannot read a worker's rank parts: ${pathFailureOf(error)} (--worker)`, {
+    throw new InputFileError(path, `cannot read a worker's rank parts: ${describeFileFailure(error)} (--worker)`, {
       cause: error,
     });
   }

@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { extname, join, resolve } from 'node:path';
 import { isMap, isScalar, LineCounter, parseDocument, type Node } from 'yaml';
-import { describeValue } from '@kvreuse/errors';
+import { describeFileFailure, describeValue } from '@kvreuse/errors';
 import { SettingsFileError } from './errors.js';
 
 export type SettingsFileFormat = 'yaml' | 'json';
@@ -102,13 +102,6 @@ function parseText(
   return { data, lines: linesOf(document.contents, lineCounter) };
 }
 
-/** Why a mistyped settings path cannot be read, in words rather than Node's errno text. */
-const readFailures: Readonly<Record<string, string>> = {
-  ENOENT: 'no such file',
-  EISDIR: 'a directory, not a file',
-  ENOTDIR: 'a folder in its path is a file',
-};
-
 /** Reads and parses a settings file, keeping the line of every key; throws `SettingsFileError` when it cannot be read or parsed. */
 export function loadSettingsFile(input: SettingsFileInput): LoadedSettingsFile {
   checkInput(input);
@@ -118,9 +111,7 @@ export function loadSettingsFile(input: SettingsFileInput): LoadedSettingsFile {
     try {
       text = readFileSync(path, 'utf8');
     } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code ?? '';
-      const reason = readFailures[code] ?? (error as Error).message;
-      throw new SettingsFileError(path, `cannot be read: ${reason}`, { cause: error });
+      throw new SettingsFileError(path, `cannot be read: ${describeFileFailure(error)}`, { cause: error });
     }
     return { origin: path, ...parseText(text, formatOfPath(path), path) };
   }

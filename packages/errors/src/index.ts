@@ -5,6 +5,7 @@
  * @packageDocumentation
  * @module \@kvreuse/errors
  */
+export { describeFileFailure } from './describe-file-failure.js';
 export { describeValue } from './describe-value.js';
 export { codeOf, isKvreuseError, KvreuseError, KvreuseTypeError } from './kvreuse-error.js';
 export { OptionError } from './option-error.js';

@@ -48,13 +48,20 @@ describe('loadProfileFile', () => {
     );
   });
 
-  it('refuses a file that is missing or not JSON, naming it', () => {
+  it('refuses a file that is missing, a directory or not JSON, naming it and why in words', () => {
     const missing = join(folder, 'nope.json');
     expect(() => loadProfileFile(missing, { settings: composed })).toThrow(
       expect.objectContaining({
         code: 'PROFILE_FILE_UNREADABLE',
         file: missing,
-        message: expect.stringContaining('ENOENT'),
+        message: `cannot load the deployment profile ${missing}: no such file`,
+      }),
+    );
+    expect(() => loadProfileFile(folder, { settings: composed })).toThrow(
+      expect.objectContaining({
+        code: 'PROFILE_FILE_UNREADABLE',
+        file: folder,
+        message: `cannot load the deployment profile ${folder}: a directory, not a file`,
       }),
     );
     const file = write('broken.json', '{ "name": ');

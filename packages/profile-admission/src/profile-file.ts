@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { describeFileFailure } from '@kvreuse/errors';
 import { ProfileFileError } from './errors.js';
 import { parseProfile, type Profile, type ProfileSettingsOptions } from './profile.js';
 
@@ -13,7 +14,7 @@ export function loadProfileFile(file: string | URL, options: ProfileSettingsOpti
   try {
     text = readFileSync(file, 'utf8');
   } catch (error) {
-    throw new ProfileFileError(name, error instanceof Error ? error.message : String(error), { cause: error });
+    throw new ProfileFileError(name, describeFileFailure(error), { cause: error });
   }
   let data: unknown;
   try {
