@@ -4,10 +4,11 @@ import { PolledQueue } from './polled-queue.js';
 /** A queue filled from an array that stands in for the native library's queue. */
 class ArrayQueue extends PolledQueue<number> {
   readonly source: number[] = [];
-  waiterChanges = 0;
+  /** `hasWaiters` as each call of onWaitersChanged saw it. */
+  readonly waitersSeen: boolean[] = [];
 
   constructor() {
-    super(() => this.waiterChanges++);
+    super(() => this.waitersSeen.push(this.hasWaiters));
   }
 
   protected fill(push: (item: number) => void): void {
@@ -29,7 +30,8 @@ describe('PolledQueue', () => {
     queue.source.push(5);
     expect(queue.takeAll()).toEqual([4, 5]);
     expect(queue.takeAll()).toEqual([]);
-    expect(queue.waiterChanges).toBeGreaterThan(0);
+    // Told after every drain and whenever a caller starts waiting: next, next, drain, next, takeAll, takeAll.
+    expect(queue.waitersSeen).toEqual([false, true, true, true, false, false, false, false]);
   });
 
   it('rejects every waiter on close and drops what it kept', async () => {
