@@ -67,7 +67,6 @@ describe.each(testedBackends)('heartbeat on %s', (backend) => {
     const counters = reader.counters();
     expect(counters.unresponsivePeers).toBe(0);
     expect(counters.heartbeatsSent).toBeGreaterThan(heartbeat.heartbeatMisses);
-    expect(counters.heartbeatAnswers).toBeGreaterThanOrEqual(1);
 
     const iteration = reader.peerEvents()[Symbol.asyncIterator]().next();
     const waiting = expect(reader.nextPeerEvent()).rejects.toBeInstanceOf(HandleClosedError);
