@@ -68,10 +68,14 @@ async function tp2to1(pinCounts: readonly number[] = [PREFIX, PREFIX], onRelease
 describe('pullPrefix on loopback agents', () => {
   it('pulls and verifies a full prefix from two source ranks into one (TP 2 → 1), then releases both pins', async () => {
     const { pins, options } = await tp2to1();
+    // Each reading of the clock is 2 ms after the one before: the transfer takes exactly one step.
+    let clockMs = 0;
     const receipt = await pullPrefix({
       ...options,
       prediction: { predictedMs: 5, blockTokens: 4, prefillTokenUs: 1000, lookupBudgetMs: 1 },
+      now: () => (clockMs += 2),
     });
+    expect(receipt.ms).toBe(2);
     expect(receipt).toMatchObject({
       requested: PREFIX,
       blocks: PREFIX,
@@ -89,7 +93,7 @@ describe('pullPrefix on loopback agents', () => {
       },
       saving: { predictedMs: 5, measuredMs: (PREFIX * 4 * 1000) / 1000 - receipt.ms - 1 },
     });
-    expect(receipt.gbytesPerS).toBe(receipt.bytesMoved / (receipt.ms * 1e6));
+    expect(receipt.gbytesPerS).toBe((PREFIX * BLOCK_BYTES) / 2e6);
     expect(pins.map((pin) => pin.releases)).toEqual([1, 1]);
   });
 
