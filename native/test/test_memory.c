@@ -6,11 +6,15 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/audit.h>
 #include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <poll.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -642,11 +646,63 @@ static void allocation_in_a_small_shm(void) {
     CHECK_OK(kvt_agent_destroy(agent));
 }
 
+/* Inside the namespaces run_in_small_shm makes where a limit cannot be asked: 64 MiB is refused before UCX writes
+ * anything, the detail saying which limit (KVT_TEST_REFUSAL). */
+static void allocation_with_a_limit_unasked(void) {
+    const char *refusal = getenv("KVT_TEST_REFUSAL");
+    if (!refusal) {
+        test_skip_reason = "runs inside the namespaces run_in_small_shm makes";
+        return;
+    }
+    uint32_t agent = make_agent("unasked-shm");
+    uint64_t address = 0, written = bytes_written();
+    CHECK_STATUS(KVT_ERR_NO_MEMORY, kvt_mem_alloc(agent, TOO_LARGE, 0, &address));
+    CHECK(bytes_written() - written < (1u << 20), "the refusal wrote %llu bytes first",
+          (unsigned long long)(bytes_written() - written));
+    CHECK_DETAIL("67108864 bytes");
+    CHECK_DETAIL(refusal);
+    CHECK(counter(agent, KVT_COUNTER_LIVE_ALLOCATIONS) == 0 && counter(agent, KVT_COUNTER_ALLOCATED_BYTES) == 0,
+          "the refusal left no allocation");
+    CHECK_OK(kvt_agent_destroy(agent));
+}
+
+#if defined(__x86_64__)
+#define AUDIT_ARCH_NATIVE AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define AUDIT_ARCH_NATIVE AUDIT_ARCH_AARCH64
+#endif
+
+/* As on a kernel without SysV IPC: shmget, shmat, shmdt and shmctl fail with ENOSYS, every other call goes on. */
+static bool refuse_sysv_shared_memory(void) {
+    struct sock_filter program[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_NATIVE, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_shmget, 4, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_shmat, 3, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_shmdt, 2, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_shmctl, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+    };
+    struct sock_fprog filter = {.len = sizeof program / sizeof program[0], .filter = program};
+    return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &filter) == 0;
+}
+
+typedef struct {
+    const char *small_dir;   /* the 24 MiB tmpfs: /dev/shm, or a directory in a 128 MiB /dev/shm */
+    const char *ucx_setting; /* one more "UCX_…=…" in the child's environment, or NULL */
+    bool without_sysv;       /* SysV IPC calls fail with ENOSYS in the child */
+    const char *refusal;     /* the detail the 64 MiB refusal names; NULL runs allocation_in_a_small_shm */
+} small_shm;
+
 /* Runs allocation_in_a_small_shm in a child process this test puts into a new mount and IPC namespace (as
  * `unshare --mount --ipc` would), kernel.shmmax at 8 MiB there and a 24 MiB tmpfs over `small_dir`: /dev/shm, or
  * a directory inside a larger /dev/shm that UCX_POSIX_DIR names. */
-static void run_in_small_shm(const char *small_dir) {
+static void run_in_small_shm(small_shm setup) {
     ONLY_ON_BACKEND(KVT_BACKEND_UCX, "the loopback backend allocates private memory, not shared memory");
+    const char *small_dir = setup.small_dir;
     bool own_dir = strcmp(small_dir, "/dev/shm") != 0;
     char self[4096];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -657,9 +713,12 @@ static void run_in_small_shm(const char *small_dir) {
     char **env = calloc(count + 3, sizeof *env);
     CHECK(env != NULL, "out of memory");
     memcpy(env, environ, count * sizeof *env);
-    env[count] = "KVT_TEST_SMALL_SHM=1";
-    if (own_dir) env[count + 1] = "UCX_POSIX_DIR=" SMALL_POSIX_DIR;
-    char *const args[] = {self, "--case", "allocation_in_a_small_shm", NULL};
+    char refusal_setting[256];
+    snprintf(refusal_setting, sizeof refusal_setting, "KVT_TEST_REFUSAL=%s", setup.refusal ? setup.refusal : "");
+    env[count] = setup.refusal ? refusal_setting : "KVT_TEST_SMALL_SHM=1";
+    env[count + 1] = (char *)setup.ucx_setting;
+    char *const args[] = {self, "--case",
+                          setup.refusal ? "allocation_with_a_limit_unasked" : "allocation_in_a_small_shm", NULL};
     fflush(NULL);
     pid_t child = fork();
     CHECK(child >= 0, "fork");
@@ -672,6 +731,7 @@ static void run_in_small_shm(const char *small_dir) {
         int fd = open("/proc/sys/kernel/shmmax", O_WRONLY);
         if (fd < 0 || write(fd, SYSV_LIMIT, sizeof SYSV_LIMIT - 1) != (ssize_t)(sizeof SYSV_LIMIT - 1)) _exit(79);
         close(fd);
+        if (setup.without_sysv && !refuse_sysv_shared_memory()) _exit(81);
         execve(self, args, env);
         _exit(80);
     }
@@ -683,17 +743,36 @@ static void run_in_small_shm(const char *small_dir) {
         return;
     }
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-          "the allocations in a small %s failed (exit %d, signal %d; 78: mount, 79: shmmax, 80: exec)", small_dir,
-          WIFEXITED(status) ? WEXITSTATUS(status) : -1, WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+          "the allocations in a small %s failed (exit %d, signal %d; 78: mount, 79: shmmax, 80: exec, 81: seccomp)",
+          small_dir, WIFEXITED(status) ? WEXITSTATUS(status) : -1, WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
 /* A full /dev/shm (and SysV shared memory too small) is a typed refusal naming the size and /dev/shm,
  * not a SIGBUS at first touch nor a silent private fallback. */
-static void full_dev_shm_is_a_typed_refusal(void) { run_in_small_shm("/dev/shm"); }
+static void full_dev_shm_is_a_typed_refusal(void) { run_in_small_shm((small_shm){"/dev/shm", NULL, false, NULL}); }
 
 /* With UCX_POSIX_DIR naming another directory, UCX's posix segments go there: the room asked before UCX is that
  * directory's, not that of /dev/shm (which has room here). */
-static void full_posix_dir_is_a_typed_refusal(void) { run_in_small_shm(SMALL_POSIX_DIR); }
+static void full_posix_dir_is_a_typed_refusal(void) {
+    run_in_small_shm((small_shm){SMALL_POSIX_DIR, "UCX_POSIX_DIR=" SMALL_POSIX_DIR, false, NULL});
+}
+
+/* Without SysV IPC, UCX has no SysV segments either (its sysv transport fails the worker, so UCX_TLS leaves it out):
+ * SysV limits that cannot be asked count as no room, not as unlimited room that would let UCX write the small
+ * /dev/shm full before failing. */
+static void unaskable_sysv_is_no_room(void) {
+    run_in_small_shm(
+        (small_shm){"/dev/shm", "UCX_TLS=^sysv", true,
+                    "SysV shared memory could not be asked for its limits (shmctl: Function not implemented)"});
+}
+
+/* A UCX_POSIX_DIR statvfs cannot ask is one UCX 1.13 leaves its posix transport out for ("could not stat shared
+ * memory device"): no room there either. */
+static void unaskable_posix_dir_is_no_room(void) {
+    run_in_small_shm(
+        (small_shm){"/dev/shm", "UCX_POSIX_DIR=/dev/shm/missing", false,
+                    "/dev/shm/missing could not be asked for its free bytes (statvfs: No such file or directory)"});
+}
 
 TEST_MAIN("memory", TEST(alloc_is_page_aligned_and_counted), TEST(alloc_with_mlock_within_the_limit),
           TEST(alloc_with_mlock_refused_by_the_limit), TEST(register_refusals), TEST(register_refuses_unmapped_memory),
@@ -705,4 +784,5 @@ TEST_MAIN("memory", TEST(alloc_is_page_aligned_and_counted), TEST(alloc_with_mlo
           TEST(begun_deregistration_and_free_refusals), TEST(deregistrations_begun_together_fence_readers_once),
           TEST(jobs_ended_together_wake_the_consumer_once), TEST(destroy_waits_for_begun_deregistration_and_free),
           TEST(full_dev_shm_is_a_typed_refusal), TEST(full_posix_dir_is_a_typed_refusal),
-          TEST(allocation_in_a_small_shm))
+          TEST(unaskable_sysv_is_no_room), TEST(unaskable_posix_dir_is_no_room), TEST(allocation_in_a_small_shm),
+          TEST(allocation_with_a_limit_unasked))

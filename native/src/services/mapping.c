@@ -5,6 +5,7 @@
 
 #include "services/status.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,36 +85,57 @@ const char *kvt_posix_segment_dir(void) {
     return dir ? dir : "/dev/shm";
 }
 
-/* Bytes free in `dir`, or `unknown` when it cannot be asked. */
-static uint64_t free_bytes_or(const char *dir, uint64_t unknown) {
+/* Bytes free in `dir` into *out; false (errno set) when it cannot be asked. */
+static bool free_bytes(const char *dir, uint64_t *out) {
     struct statvfs fs;
-    if (statvfs(dir, &fs) != 0) return unknown;
-    return (uint64_t)fs.f_bavail * fs.f_frsize;
+    if (statvfs(dir, &fs) != 0) return false;
+    *out = (uint64_t)fs.f_bavail * fs.f_frsize;
+    return true;
 }
 
-uint64_t kvt_free_bytes_in(const char *dir) { return free_bytes_or(dir, 0); }
+uint64_t kvt_free_bytes_in(const char *dir) {
+    uint64_t bytes = 0;
+    return free_bytes(dir, &bytes) ? bytes : 0;
+}
 
-/* The largest segment SysV shared memory takes now: kernel.shmmax, within the pages kernel.shmall leaves to this
- * IPC namespace; UINT64_MAX when it cannot be asked. */
-static uint64_t sysv_room_bytes(uint64_t page) {
+/* The largest segment SysV shared memory takes now into *out: kernel.shmmax, within the pages kernel.shmall leaves
+ * to this IPC namespace; false (errno set) when it cannot be asked. */
+static bool sysv_room_bytes(uint64_t page, uint64_t *out) {
     struct shminfo limits;
     struct shm_info usage;
     if (shmctl(0, IPC_INFO, (struct shmid_ds *)(void *)&limits) < 0 ||
         shmctl(0, SHM_INFO, (struct shmid_ds *)(void *)&usage) < 0)
-        return UINT64_MAX;
+        return false;
     uint64_t pages_left = limits.shmall > usage.shm_tot ? limits.shmall - usage.shm_tot : 0;
     uint64_t left = pages_left > UINT64_MAX / page ? UINT64_MAX : pages_left * page;
-    return limits.shmmax < left ? limits.shmmax : left;
+    *out = limits.shmmax < left ? limits.shmmax : left;
+    return true;
 }
 
+/* A limit that cannot be asked is no room: without SysV IPC UCX has no SysV segments, and UCX 1.13 leaves its posix
+ * transport out when statvfs fails on its directory. */
 bool kvt_shared_memory_room(uint64_t length, char *why, size_t why_size) {
     uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
     uint64_t segment = (length + page - 1) / page * page;
     const char *dir = kvt_posix_segment_dir();
-    uint64_t posix_free = free_bytes_or(dir, UINT64_MAX);
-    uint64_t sysv = sysv_room_bytes(page);
+    uint64_t posix_free = 0, sysv = 0;
+    bool posix_known = free_bytes(dir, &posix_free);
+    int posix_error = errno;
+    bool sysv_known = sysv_room_bytes(page, &sysv);
+    int sysv_error = errno;
     if (segment <= posix_free || segment <= sysv) return true;
-    snprintf(why, why_size, "%s has %llu bytes free and SysV shared memory takes at most %llu bytes", dir,
-             (unsigned long long)posix_free, (unsigned long long)sysv);
+    char posix[320], sysv_limit[160];
+    if (posix_known)
+        snprintf(posix, sizeof posix, "%s has %llu bytes free", dir, (unsigned long long)posix_free);
+    else
+        snprintf(posix, sizeof posix, "%s could not be asked for its free bytes (statvfs: %s)", dir,
+                 strerror(posix_error));
+    if (sysv_known)
+        snprintf(sysv_limit, sizeof sysv_limit, "SysV shared memory takes at most %llu bytes",
+                 (unsigned long long)sysv);
+    else
+        snprintf(sysv_limit, sizeof sysv_limit, "SysV shared memory could not be asked for its limits (shmctl: %s)",
+                 strerror(sysv_error));
+    snprintf(why, why_size, "%s and %s", posix, sysv_limit);
     return false;
 }

@@ -21,7 +21,8 @@ const char *kvt_posix_segment_dir(void);
 /* Bytes free in the filesystem of `dir` (0 when it cannot be asked). */
 uint64_t kvt_free_bytes_in(const char *dir);
 /* Whether SysV shared memory or kvt_posix_segment_dir() has room for a segment of `length` bytes (whole pages);
- * else false, with how much each has in `why`. A limit that cannot be asked counts as room. */
+ * else false, with how much each has in `why`. A limit that cannot be asked counts as no room (`why` names it and
+ * the error asking it). */
 bool kvt_shared_memory_room(uint64_t length, char *why, size_t why_size);
 
 #endif
