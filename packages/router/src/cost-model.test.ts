@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { ManualClock, settingsOf } from '../test/support.js';
 import { TransferCalibration } from './calibration.js';
 import { estimatePull } from './cost-model.js';
+import { RouterOptionError } from './errors.js';
 
 const router = settingsOf([
   '--router-transfer-source-prefill-token-us=62.5',
@@ -71,5 +72,15 @@ describe('estimatePull', () => {
     expect(
       estimatePull({ extent: 10, blockTokens: 64, tier: 'host', linkClass: 'network' }, router, calibration).estimate,
     ).toBe('prior');
+  });
+
+  it('refuses a shape that is no object, and an extent or block size that is no whole number', () => {
+    expect(() => estimatePull(null as never, router, undefined)).toThrow(/router option shape = null/);
+    const shape = { extent: 10, blockTokens: 64, tier: 'host', linkClass: 'network' } as const;
+    for (const extent of [Number.NaN, -1, 1.5]) {
+      expect(() => estimatePull({ ...shape, extent }, router, undefined)).toThrow(RouterOptionError);
+      expect(() => estimatePull({ ...shape, extent }, router, undefined)).toThrow(/shape\.extent/);
+    }
+    expect(() => estimatePull({ ...shape, blockTokens: 0 }, router, undefined)).toThrow(/shape\.blockTokens/);
   });
 });

@@ -2,6 +2,7 @@ import type { routerGroup } from './settings.js';
 import type { SettingsOf } from '@kvreuse/config';
 import type { SourceTier, TransferCalibration } from './calibration.js';
 import type { LinkClass } from './sources.js';
+import { isObject, RouterOptionError } from './errors.js';
 
 /** Which estimate a figure came from: the settings (prior) or the receipts (calibrated). */
 export type EstimateKind = 'prior' | 'calibrated';
@@ -36,7 +37,12 @@ export function estimatePull(
   router: SettingsOf<[typeof routerGroup]>['router'],
   calibration: TransferCalibration | undefined,
 ): PullEstimate {
+  if (!isObject(shape)) throw new RouterOptionError('shape', shape, 'a PullShape object');
   const { extent, blockTokens, tier, linkClass } = shape;
+  if (!(Number.isSafeInteger(extent) && extent >= 0))
+    throw new RouterOptionError('shape.extent', extent, 'the blocks pulled, a whole number ≥ 0');
+  if (!(Number.isSafeInteger(blockTokens) && blockTokens >= 1))
+    throw new RouterOptionError('shape.blockTokens', blockTokens, 'the tokens per block, a whole number ≥ 1');
   const prefill = calibration?.prefillEstimate();
   const tokenUs = prefill?.tokenUs ?? router.transferSourcePrefillTokenUs;
   const savingMs = (extent * blockTokens * tokenUs) / 1000;

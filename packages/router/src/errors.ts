@@ -7,6 +7,11 @@ export type RouterErrorCode =
 
 export abstract class RouterError extends KvreuseError<RouterErrorCode> {}
 
+/** Whether an argument is an object at all (not null, not a primitive), before its fields are read. */
+export function isObject(value: unknown): value is object {
+  return value !== null && typeof value === 'object';
+}
+
 /** A route request of the wrong shape: no chain and no tokens, a negative local prefix, a destination without a descriptor, … */
 export class RouteRequestError extends RouterError {
   readonly code = 'INVALID_ROUTE_REQUEST';

@@ -38,4 +38,14 @@ describe('promptChain', () => {
     expect(() => promptChain({ chain: 5 } as never, destination, seed)).toThrow(/route request chain = 5/);
     expect(() => promptChain({ tokens: [-1, ...promptTokens(1).slice(1)] }, destination, seed)).toThrow(/tokens\[0\]/);
   });
+
+  it('refuses a prompt that is no object, and blames a missing destination rather than the tokens', () => {
+    expect(() => promptChain(null as never, destination, seed)).toThrow(/route request prompt = null/);
+    expect(() => promptChain({ tokens: promptTokens(1) }, undefined as never, seed)).toThrow(
+      /route request destination = undefined/,
+    );
+    expect(() => promptChain({ tokens: promptTokens(1) }, { geometry: null } as never, seed)).toThrow(
+      RouteRequestError,
+    );
+  });
 });

@@ -1,6 +1,6 @@
 import type { Worker } from '@kvreuse/descriptors';
 import { blockHashScheme, hashBlockChain } from '@kvreuse/inventory';
-import { RouteRequestError } from './errors.js';
+import { isObject, RouteRequestError } from './errors.js';
 
 /** A prompt as the router takes it: its block-hash chain, or its token ids to hash. */
 export type PromptInput =
@@ -32,6 +32,7 @@ export function promptChain(
   destination: Worker,
   hashSeed: string,
 ): BigUint64Array | readonly bigint[] {
+  if (!isObject(prompt)) throw new RouteRequestError('prompt', prompt, 'an object with its chain or its tokens');
   const hasChain = 'chain' in prompt && prompt.chain !== undefined;
   const hasTokens = 'tokens' in prompt && prompt.tokens !== undefined;
   if (hasChain === hasTokens) {
@@ -49,6 +50,8 @@ export function promptChain(
     return chain;
   }
   const { tokens } = prompt as { readonly tokens: ArrayLike<number> };
+  if (!isObject(destination) || !isObject(destination.geometry))
+    throw new RouteRequestError('destination', destination, 'the destination worker descriptor, with its geometry');
   try {
     return hashBlockChain(tokens, {
       salt: saltOf(destination, hashSeed),

@@ -69,6 +69,14 @@ describe('SavingReport', () => {
     expect(report.rows()).toEqual([]);
   });
 
+  it('refuses a decision that is no object', () => {
+    const report = new SavingReport(s.settings.router);
+    const receipt = { linkClass: 'network', tier: 'host', blocks: 1, bytes: 1, transferMs: 1 } as const;
+    expect(() => report.add(null as never, receipt)).toThrow(RouterOptionError);
+    expect(() => report.add(null as never, receipt)).toThrow(/router option decision = null/);
+    expect(report.rows()).toEqual([]);
+  });
+
   it('refuses a measured prefill time per token that calibration would refuse, adding no row', () => {
     const report = new SavingReport(s.settings.router);
     for (const prefillTokenUs of [Number.NaN, -50, 0, Number.POSITIVE_INFINITY, '50']) {

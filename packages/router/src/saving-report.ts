@@ -3,7 +3,7 @@ import type { SettingsOf } from '@kvreuse/config';
 import type { TransferReceipt } from './calibration.js';
 import type { EstimateKind } from './cost-model.js';
 import type { RouteDecision } from './decide.js';
-import { ReceiptError, RouterOptionError } from './errors.js';
+import { isObject, ReceiptError, RouterOptionError } from './errors.js';
 
 /** One pull: the saving its decision predicted against the saving its receipt measured. */
 export interface SavingRow {
@@ -26,16 +26,16 @@ export class SavingReport {
   private readonly entries: SavingRow[] = [];
 
   constructor(private readonly router: SettingsOf<[typeof routerGroup]>['router']) {
-    if (router === null || typeof router !== 'object')
-      throw new RouterOptionError('router', router, "the resolved settings' router group");
+    if (!isObject(router)) throw new RouterOptionError('router', router, "the resolved settings' router group");
   }
 
   /** Adds a pull decision and the receipt of its pull. */
   add(decision: RouteDecision, receipt: TransferReceipt): SavingRow {
+    if (!isObject(decision)) throw new RouterOptionError('decision', decision, 'a RouteDecision of decide');
     const source = decision.source;
     if (decision.action !== 'pull' || source === undefined)
       throw new RouterOptionError('decision', decision.reason, 'a pull decision: only a pull has a receipt');
-    if (receipt === null || typeof receipt !== 'object') throw new ReceiptError('receipt', receipt, 'an object');
+    if (!isObject(receipt)) throw new ReceiptError('receipt', receipt, 'an object');
     if (!(Number.isSafeInteger(receipt.blocks) && receipt.blocks >= 0 && receipt.blocks <= decision.extent)) {
       throw new ReceiptError(
         'blocks',

@@ -96,6 +96,17 @@ describe('SourceBook', () => {
     expect(book.get('decode-1')?.activePulls).toBe(0);
   });
 
+  it('refuses a pull epoch that is no whole number ≥ 1, counting nothing', () => {
+    const book = new SourceBook();
+    book.observe(readyOf(workerOf('decode-1'), 1));
+    for (const epoch of [Number.NaN, 1.5, -1, 0]) {
+      expect(() => book.pullStarted('decode-1', epoch)).toThrow(RouterOptionError);
+      expect(() => book.pullEnded('decode-1', epoch)).toThrow(/router option epoch/);
+    }
+    expect(() => book.pullStarted(5 as never, 1)).toThrow(/router option workerId = 5/);
+    expect(book.get('decode-1')?.activePulls).toBe(0);
+  });
+
   it('remembers compatibility per destination incarnation, and says why not', () => {
     const book = new SourceBook();
     book.observe(readyOf(workerOf('decode-1', { tpSize: 2 }), 1));

@@ -177,10 +177,7 @@ export class SourceBook {
    * the incarnation is ready, it applies once it is. Returns false for an older incarnation's.
    */
   inventoryComplete(workerId: string, epoch: number): boolean {
-    if (typeof workerId !== 'string' || workerId === '')
-      throw new RouterOptionError('workerId', workerId, 'a worker id, a non-empty string');
-    if (!(Number.isSafeInteger(epoch) && epoch >= 1))
-      throw new RouterOptionError('epoch', epoch, 'an epoch is a whole number ≥ 1');
+    checkWorkerEpoch(workerId, epoch);
     const entry = this.entries.get(workerId);
     if (entry !== undefined && epoch < entry.epoch) return false;
     this.completed.set(workerId, epoch);
@@ -208,16 +205,22 @@ export class SourceBook {
     return true;
   }
 
-  /** A pull from the incarnation of this epoch started. Returns false (nothing counted) for an incarnation that is not the ready one. */
+  /**
+   * A pull from the incarnation of this epoch started. Returns false (nothing counted) for an incarnation
+   * that is not the ready one. Throws `RouterOptionError` for a worker id that is no string or an epoch
+   * that is no whole number ≥ 1.
+   */
   pullStarted(workerId: string, epoch: number): boolean {
+    checkWorkerEpoch(workerId, epoch);
     const source = this.entries.get(workerId)?.source;
     if (source === undefined || source.epoch !== epoch) return false;
     source.activePulls++;
     return true;
   }
 
-  /** A pull started with `pullStarted` ended. Returns false for an incarnation no longer ready (its count is gone with it). */
+  /** A pull started with `pullStarted` ended. Returns false for an incarnation no longer ready (its count is gone with it); refuses what `pullStarted` refuses. */
   pullEnded(workerId: string, epoch: number): boolean {
+    checkWorkerEpoch(workerId, epoch);
     const source = this.entries.get(workerId)?.source;
     if (source === undefined || source.epoch !== epoch) return false;
     if (source.activePulls === 0) throw new PullNotStartedError(workerId, epoch);
@@ -269,6 +272,13 @@ export class SourceBook {
     }
     return verdict;
   }
+}
+
+function checkWorkerEpoch(workerId: string, epoch: number): void {
+  if (typeof workerId !== 'string' || workerId === '')
+    throw new RouterOptionError('workerId', workerId, 'a worker id, a non-empty string');
+  if (!(Number.isSafeInteger(epoch) && epoch >= 1))
+    throw new RouterOptionError('epoch', epoch, 'an epoch is a whole number ≥ 1');
 }
 
 /** Refuses a ready readiness that could not serve as a source: it would break the epoch fence, or `decide` later. */
