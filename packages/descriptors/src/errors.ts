@@ -18,6 +18,11 @@ export type DescriptorErrorCode =
 /** Base of every error this package throws; `code` is stable across releases. */
 export abstract class DescriptorError extends KvreuseError<DescriptorErrorCode> {}
 
+/** Whether an argument is an object at all (not null, not a primitive), before its fields are read. */
+export function isObject(value: unknown): value is object {
+  return value !== null && typeof value === 'object';
+}
+
 function formatIssues(issues: readonly FieldIssue[]): string {
   return issues.map((issue) => `${issue.field} = ${describeValue(issue.value)}: ${issue.rule}`).join('; ');
 }

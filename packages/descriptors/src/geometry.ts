@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { InvalidGeometryError } from './errors.js';
-import { toFieldIssues } from './zod-issues.js';
+import { toFieldIssues, unreadableInput } from './zod-issues.js';
 
 export const dtypes = ['fp32', 'bf16', 'fp16', 'fp8_e4m3', 'fp8_e5m2', 'int8'] as const;
 export type Dtype = (typeof dtypes)[number];
@@ -14,7 +14,11 @@ const dtypeBytes: Readonly<Record<Dtype, number>> = {
   int8: 1,
 };
 
+/** Bytes of one element of `dtype`. Throws `InvalidGeometryError` for a dtype not in `dtypes`. */
 export function bytesPerElement(dtype: Dtype): number {
+  if (!Object.hasOwn(dtypeBytes, dtype)) {
+    throw new InvalidGeometryError([{ field: 'dtype', value: dtype, rule: `one of ${dtypes.join(', ')}` }]);
+  }
   return dtypeBytes[dtype];
 }
 
@@ -44,10 +48,15 @@ export type HeadOrder = Geometry['headOrder'];
 
 export type SafeParseResult<T, E> = { success: true; data: T } | { success: false; error: E };
 
+/** Never throws: an input that throws while it is read (a getter, a proxy) is a failure too. */
 export function safeParseGeometry(input: unknown): SafeParseResult<Geometry, InvalidGeometryError> {
-  const result = geometrySchema.safeParse(input);
-  if (result.success) return { success: true, data: result.data };
-  return { success: false, error: new InvalidGeometryError(toFieldIssues(result.error, input)) };
+  try {
+    const result = geometrySchema.safeParse(input);
+    if (result.success) return { success: true, data: result.data };
+    return { success: false, error: new InvalidGeometryError(toFieldIssues(result.error, input)) };
+  } catch (error) {
+    return { success: false, error: new InvalidGeometryError([unreadableInput(error)]) };
+  }
 }
 
 export function parseGeometry(input: unknown): Geometry {

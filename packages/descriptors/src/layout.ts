@@ -1,13 +1,24 @@
 import { type Bank, type MemKind, memKinds, U64_LIMIT } from './bank.js';
-import { InvalidBankLayoutError } from './errors.js';
+import { InvalidBankLayoutError, InvalidGeometryError, InvalidShardError, isObject } from './errors.js';
 import type { FieldIssue } from './field-issue.js';
 import { bytesPerElement, type Geometry } from './geometry.js';
 import { deriveShard, type Parallel, type Shard } from './shard.js';
 
 type PieceGeometry = Pick<Geometry, 'blockTokens' | 'headDim' | 'dtype'>;
 
+function checkGeometryArgument(geometry: unknown): void {
+  if (!isObject(geometry))
+    throw new InvalidGeometryError([{ field: 'geometry', value: geometry, rule: 'a KV geometry object' }]);
+}
+
+function checkShardArgument(shard: unknown): void {
+  if (!isObject(shard)) throw new InvalidShardError({ field: 'shard', value: shard, rule: 'a shard from deriveShard' });
+}
+
 /** Bytes of one (block, layer, plane) piece of a rank: block tokens × the rank's heads × head dim × element bytes. */
 export function pieceBytes(geometry: PieceGeometry, shard: Pick<Shard, 'kvHeads'>): number {
+  checkGeometryArgument(geometry);
+  checkShardArgument(shard);
   return geometry.blockTokens * shard.kvHeads.count * geometry.headDim * bytesPerElement(geometry.dtype);
 }
 
@@ -30,6 +41,8 @@ export function bankCount(
   shard: Shard,
   options: PlaneStrideOption = {},
 ): number {
+  checkGeometryArgument(geometry);
+  checkShardArgument(shard);
   if (geometry.bankLayout === 'fully-contiguous') return 1;
   return options.planeStrided === true ? shard.layers.count : shard.layers.count * geometry.kvPlanes;
 }
@@ -39,6 +52,8 @@ export function bankCount(
  * included: their planes may also lie after all blocks), one rank block when fully contiguous.
  */
 export function minimumBlockStride(geometry: Geometry, shard: Shard): number {
+  checkGeometryArgument(geometry);
+  checkShardArgument(shard);
   return geometry.bankLayout === 'layer-separate' ? pieceBytes(geometry, shard) : rankBlockBytes(geometry, shard);
 }
 
@@ -50,6 +65,8 @@ export type BankStrides = Pick<Bank, 'blocks' | 'blockStride' | 'planeStride'>;
  * bank at least up to the end of its last block's last plane.
  */
 export function bankSpan(bank: BankStrides, piece: number, planes: number): bigint {
+  if (!isObject(bank))
+    throw new InvalidBankLayoutError([{ field: 'bank', value: bank, rule: 'a bank with its blocks and strides' }]);
   const blocksSpan = BigInt(bank.blocks) * bank.blockStride;
   if (bank.planeStride === undefined) return blocksSpan;
   const lastPlaneEnd =
@@ -105,6 +122,7 @@ export function elementOffset(
   token: number,
   dim: number,
 ): number {
+  checkGeometryArgument(geometry);
   const { blockTokens, headDim } = geometry;
   const element =
     geometry.headOrder === 'HND'

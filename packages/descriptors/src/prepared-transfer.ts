@@ -1,8 +1,10 @@
+import { describeValue } from '@kvreuse/errors';
 import {
   BlockOutOfRangeError,
   DuplicateDestinationBlockError,
   InvalidBlockListError,
   InvalidTransferTemplateError,
+  isObject,
 } from './errors.js';
 import { type TransferTemplate, transferTemplateFormat } from './template.js';
 
@@ -67,6 +69,12 @@ function checkTemplate(template: unknown): asserts template is TransferTemplate 
  * they are, not copied: leave them unchanged until the transfer is done.
  */
 export function prepareTransfer(request: TransferRequest): PreparedTransfer {
+  if (!isObject(request)) {
+    throw new InvalidTransferTemplateError(
+      request,
+      `the request must be an object with its template and block lists, got ${describeValue(request)}`,
+    );
+  }
   const { template, sourceBlocks, destinationBlocks } = request;
   checkTemplate(template);
   if (!(sourceBlocks instanceof Uint32Array) || !(destinationBlocks instanceof Uint32Array)) {

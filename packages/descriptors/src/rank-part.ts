@@ -5,7 +5,7 @@ import { geometrySchema, type SafeParseResult } from './geometry.js';
 import { bankCount, bankSpan, minimumBlockStride, pieceBytes, pieceSlot, planeOverlap } from './layout.js';
 import type { RankId } from './rank-id.js';
 import { deriveShard, shardSplitIssue } from './shard.js';
-import { toFieldIssues } from './zod-issues.js';
+import { toFieldIssues, unreadableInput } from './zod-issues.js';
 
 /** Offsets inside a bank are planned as JavaScript numbers, so a bank's block span stays below 2^53. */
 const SPAN_LIMIT = BigInt(Number.MAX_SAFE_INTEGER);
@@ -199,12 +199,19 @@ function brand(part: RankPart): RankPart {
   return part;
 }
 
-/** Parts the parser returns are frozen (deeply) and known to it as checked. */
+/**
+ * Parts the parser returns are frozen (deeply) and known to it as checked. Never throws: an input that
+ * throws while it is read (a getter, a proxy) is a failure too.
+ */
 export function safeParseRankPart(input: unknown): SafeParseResult<RankPart, InvalidRankPartError> {
-  const result = rankPartSchema.safeParse(input);
-  if (result.success) return { success: true, data: brand(result.data) };
-  const { workerId, rank } = claimedIdentity(input);
-  return { success: false, error: new InvalidRankPartError(workerId, rank, toFieldIssues(result.error, input)) };
+  try {
+    const result = rankPartSchema.safeParse(input);
+    if (result.success) return { success: true, data: brand(result.data) };
+    const { workerId, rank } = claimedIdentity(input);
+    return { success: false, error: new InvalidRankPartError(workerId, rank, toFieldIssues(result.error, input)) };
+  } catch (error) {
+    return { success: false, error: new InvalidRankPartError(undefined, undefined, [unreadableInput(error)]) };
+  }
 }
 
 export function parseRankPart(input: unknown): RankPart {

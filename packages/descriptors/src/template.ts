@@ -150,7 +150,8 @@ function allocateTemplate(source: Worker, destination: Worker, pairs: readonly R
 /**
  * The transfer template from `source` to `destination` (two complete workers): built once per pair of
  * worker incarnations and cached by the caller, then used with two block lists per request
- * (`prepareTransfer`). Throws `IncompatibleWorkersError`.
+ * (`prepareTransfer`). Throws `IncompatibleWorkersError`, or `InvalidRankPartError` for an argument that is
+ * not a worker.
  */
 export function buildTransferTemplate(source: Worker, destination: Worker): TransferTemplate {
   const compatibility = checkCompatibility(source, destination);

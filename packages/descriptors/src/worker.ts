@@ -1,6 +1,7 @@
 import { type Geometry, geometryFields } from './geometry.js';
 import { geometryDigest } from './digest.js';
 import type { RankId } from './rank-id.js';
+import { InvalidRankPartError, isObject } from './errors.js';
 import { checkedRankPart, type RankPart, type Role } from './rank-part.js';
 
 /** A complete worker descriptor: every (tp, pp) rank present exactly once, all consistent. */
@@ -83,6 +84,7 @@ function majority(values: readonly unknown[]): unknown {
  * first that fails throws the parser's `InvalidRankPartError`. The worker's parts are therefore frozen.
  */
 export function assembleWorker(given: readonly RankPart[]): AssembleResult {
+  if (!Array.isArray(given)) throw argumentError('parts', given, 'an array of rank parts');
   const parts = given.map(checkedRankPart);
   const first = parts[0];
   if (first === undefined) {
@@ -149,6 +151,19 @@ export function assembleWorker(given: readonly RankPart[]): AssembleResult {
 
 /** The part of rank (tpRank, ppRank) of a complete worker, or `undefined` when the worker has no such rank. */
 export function rankPartOf(worker: Worker, rank: RankId): RankPart | undefined {
+  checkWorkerArgument('worker', worker);
+  if (!isObject(rank)) throw argumentError('rank', rank, 'a rank { tpRank, ppRank }');
   const inRange = rank.tpRank >= 0 && rank.tpRank < worker.tpSize && rank.ppRank >= 0 && rank.ppRank < worker.ppSize;
   return inRange ? worker.ranks[rank.ppRank * worker.tpSize + rank.tpRank] : undefined;
+}
+
+function argumentError(field: string, value: unknown, rule: string): InvalidRankPartError {
+  return new InvalidRankPartError(undefined, undefined, [{ field, value, rule }]);
+}
+
+/** Throws `InvalidRankPartError` naming `argument` unless `worker` has the shape of a complete worker. */
+export function checkWorkerArgument(argument: string, worker: unknown): asserts worker is Worker {
+  const complete = isObject(worker) && isObject((worker as Worker).geometry) && Array.isArray((worker as Worker).ranks);
+  if (!complete)
+    throw argumentError(argument, worker, 'a complete worker (assembleWorker), with its geometry and ranks');
 }

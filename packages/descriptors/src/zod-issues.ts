@@ -20,6 +20,12 @@ function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
   return value;
 }
 
+/** The issue of an input that threw while it was read (a getter, a proxy): nothing of it can be checked. */
+export function unreadableInput(error: unknown): FieldIssue {
+  const reason = error instanceof Error ? error.message : String(error);
+  return { field: '(root)', value: undefined, rule: `could not be read: ${reason}` };
+}
+
 export function toFieldIssues(error: z.ZodError, input: unknown): FieldIssue[] {
   return error.issues.map((issue) => {
     // An unrecognized key is reported on its parent object; name the key itself.
