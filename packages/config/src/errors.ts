@@ -38,6 +38,11 @@ function describeWhere(source: Provenance | { readonly source: 'code' }): string
   }
 }
 
+/** Whether a value is a record of fields: an object, not null and not an array. */
+export function isRecord(value: unknown): value is Readonly<Record<string, unknown>> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
 /** Every error code of this package. */
 export type ConfigErrorCode =
   | 'UNKNOWN_SETTING'
@@ -45,7 +50,8 @@ export type ConfigErrorCode =
   | 'SETTINGS_FILE'
   | 'INVALID_RESOLVE_OPTIONS'
   | 'INVALID_GROUP'
-  | 'INVALID_COMPOSITION';
+  | 'INVALID_COMPOSITION'
+  | 'INVALID_ARGUMENT';
 
 export interface UnknownSetting {
   /**
@@ -202,6 +208,24 @@ export class InvalidCompositionError extends KvreuseTypeError<ConfigErrorCode> {
   }
 }
 
+/**
+ * A function of this package called with an argument of the wrong shape (`findSettingsFile(undefined)`,
+ * `closestName(5, …)`): a programmer error, named by function and argument. Nothing was done.
+ */
+export class ConfigArgumentError extends KvreuseTypeError<ConfigErrorCode> {
+  readonly code = 'INVALID_ARGUMENT';
+
+  constructor(
+    readonly fn: string,
+    /** The argument, or the field of one (`locations.cwd`). */
+    readonly argument: string,
+    readonly value: unknown,
+    readonly rule: string,
+  ) {
+    super(`${fn}: ${argument} must be ${rule}; got ${describeValue(value)}`);
+  }
+}
+
 /** Every error of this package. */
 export type ConfigError =
   | UnknownSettingError
@@ -209,7 +233,8 @@ export type ConfigError =
   | SettingsFileError
   | ResolveOptionsError
   | InvalidGroupError
-  | InvalidCompositionError;
+  | InvalidCompositionError
+  | ConfigArgumentError;
 
 /** Every error resolution reports (as `safeResolve`'s `error`). */
 export type SettingsError = UnknownSettingError | InvalidSettingError | SettingsFileError;
@@ -221,6 +246,7 @@ const CODES: ReadonlySet<string> = new Set<ConfigErrorCode>([
   'INVALID_RESOLVE_OPTIONS',
   'INVALID_GROUP',
   'INVALID_COMPOSITION',
+  'INVALID_ARGUMENT',
 ]);
 const RESOLUTION_CODES: ReadonlySet<string> = new Set<ConfigErrorCode>([
   'UNKNOWN_SETTING',

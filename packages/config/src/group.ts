@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import { InvalidGroupError } from './errors.js';
+import { InvalidGroupError, isRecord } from './errors.js';
 
 /** One setting, declared once; its file key, flag, variable, help and docs are derived from it. */
 export interface SettingDeclaration<Schema extends z.ZodType = z.ZodType> {
@@ -64,10 +64,6 @@ const SETTING_NAME = /^[a-z][a-zA-Z0-9]*$/;
 export const GROUP_NAME = /^[a-z]+$/;
 /** `--no-<flag>` negates a boolean flag, so no group may be called `no`. */
 const RESERVED_GROUP_NAMES: readonly string[] = ['no'];
-
-function isRecord(value: unknown): value is Readonly<Record<string, unknown>> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 function problemsOf(name: unknown, declaration: unknown): string[] {
   const problems: string[] = [];

@@ -26,6 +26,7 @@ export {
 export type { DocsOptions } from './docs.js';
 export { closestName } from './names.js';
 export {
+  ConfigArgumentError,
   describeInvalidSetting,
   describeProvenance,
   describeUnknownSetting,

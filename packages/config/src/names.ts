@@ -1,3 +1,5 @@
+import { ConfigArgumentError } from './errors.js';
+
 /** `minimumTransferPrefixBlocks` → `minimum_transfer_prefix_blocks` (the settings-file key). */
 export function snakeCase(camel: string): string {
   return camel.replace(/[A-Z]/g, (letter) => `_${letter.toLowerCase()}`);
@@ -44,10 +46,17 @@ export function closestName(
   candidates: Iterable<string>,
   maxDistance = Number.POSITIVE_INFINITY,
 ): string | undefined {
+  const refuse = (argument: string, value: unknown, rule: string): never => {
+    throw new ConfigArgumentError('closestName', argument, value, rule);
+  };
+  if (typeof unknown !== 'string') refuse('unknown', unknown, 'a string');
+  if (!isIterable(candidates)) refuse('candidates', candidates, 'an iterable of strings');
+  if (typeof maxDistance !== 'number' || !(maxDistance >= 0)) refuse('maxDistance', maxDistance, 'a number ≥ 0');
   const target = normalized(unknown);
   if (target.length > LONGEST_SUGGESTIBLE) return undefined;
   let best: { name: string; distance: number } | undefined;
   for (const candidate of candidates) {
+    if (typeof candidate !== 'string') refuse('candidates', candidate, 'an iterable of strings');
     const known = normalized(candidate);
     // The length difference is a lower bound of the distance: a candidate that cannot do better is skipped.
     const bound = Math.abs(known.length - target.length);
@@ -57,4 +66,8 @@ export function closestName(
       best = { name: candidate, distance };
   }
   return best?.name;
+}
+
+function isIterable(value: unknown): value is Iterable<unknown> {
+  return value !== null && value !== undefined && typeof (value as Iterable<unknown>)[Symbol.iterator] === 'function';
 }

@@ -1,5 +1,5 @@
 import { ENV_PREFIX } from './descriptions.js';
-import { ResolveOptionsError } from './errors.js';
+import { isRecord, ResolveOptionsError } from './errors.js';
 import { closestName } from './names.js';
 import type { SettingsFileInput } from './settings-file.js';
 
@@ -27,10 +27,6 @@ const OPTIONS = ['file', 'env', 'argv', 'unknownEnv'] as const;
 const FILE_FORMS = [['path'], ['text', 'format', 'origin'], ['data', 'origin']] as const;
 const FILE_RULE = 'a path, { path }, { text, format?, origin? } or { data, origin? }';
 
-function isObject(value: unknown): value is Readonly<Record<string, unknown>> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
 function refuseUnknownKeys(value: Readonly<Record<string, unknown>>, known: readonly string[], prefix: string): void {
   for (const key of Object.keys(value)) {
     if (!known.includes(key)) {
@@ -48,7 +44,7 @@ function optionalString(file: Readonly<Record<string, unknown>>, key: string): v
 
 function checkFile(file: unknown): void {
   if (typeof file === 'string') return;
-  if (!isObject(file)) throw new ResolveOptionsError('file', file, { rule: FILE_RULE });
+  if (!isRecord(file)) throw new ResolveOptionsError('file', file, { rule: FILE_RULE });
   const form = FILE_FORMS.find(([first]) => first in file);
   if (form === undefined) throw new ResolveOptionsError('file', file, { rule: FILE_RULE });
   refuseUnknownKeys(file, form, 'file.');
@@ -63,7 +59,7 @@ function checkFile(file: unknown): void {
 }
 
 function checkEnv(env: unknown): void {
-  if (!isObject(env)) throw new ResolveOptionsError('env', env, { rule: 'an object of variables' });
+  if (!isRecord(env)) throw new ResolveOptionsError('env', env, { rule: 'an object of variables' });
   for (const [variable, value] of Object.entries(env)) {
     if (variable.startsWith(ENV_PREFIX) && value !== undefined && typeof value !== 'string') {
       throw new ResolveOptionsError(`env.${variable}`, value, { rule: 'a string (or undefined, for unset)' });
@@ -77,7 +73,7 @@ function checkEnv(env: unknown): void {
  */
 export function checkResolveOptions(options: unknown): ResolveOptions {
   if (options === undefined) return {};
-  if (!isObject(options))
+  if (!isRecord(options))
     throw new ResolveOptionsError('options', options, { rule: 'an object { file?, env?, argv?, unknownEnv? }' });
   refuseUnknownKeys(options, OPTIONS, '');
   if (options['file'] !== undefined) checkFile(options['file']);

@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { extname, join, resolve } from 'node:path';
 import { isMap, isScalar, LineCounter, parseDocument, type Node } from 'yaml';
 import { describeFileFailure, describeValue } from '@kvreuse/errors';
-import { SettingsFileError } from './errors.js';
+import { ConfigArgumentError, isRecord, SettingsFileError } from './errors.js';
 
 export type SettingsFileFormat = 'yaml' | 'json';
 
@@ -156,15 +156,19 @@ export interface FoundSettingsFile {
  * `KVREUSE_CONFIG` names, else `kvreuse.yaml` in `cwd` when it exists; undefined when none. A file named
  * by the option or the variable is returned whether it exists or not, for reading it to say what is wrong.
  */
-export function findSettingsFile({
-  option,
-  env,
-  cwd,
-}: {
+export function findSettingsFile(locations: {
   readonly option?: string | undefined;
   readonly env: Readonly<Record<string, string | undefined>>;
   readonly cwd: string;
 }): FoundSettingsFile | undefined {
+  const refuse = (argument: string, value: unknown, rule: string): never => {
+    throw new ConfigArgumentError('findSettingsFile', argument, value, rule);
+  };
+  if (!isRecord(locations)) refuse('locations', locations, '{ option?, env, cwd }');
+  const { option, env, cwd } = locations;
+  if (option !== undefined && typeof option !== 'string') refuse('locations.option', option, 'a path or undefined');
+  if (!isRecord(env)) refuse('locations.env', env, 'the environment, an object of variables');
+  if (typeof cwd !== 'string') refuse('locations.cwd', cwd, 'the directory paths are relative to, a string');
   if (option !== undefined) return { path: resolve(cwd, option), from: 'option' };
   const named = env[SETTINGS_FILE_VARIABLE];
   if (named !== undefined && named !== '') return { path: resolve(cwd, named), from: 'env' };

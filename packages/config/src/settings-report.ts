@@ -1,5 +1,5 @@
 import { formatValue } from './descriptions.js';
-import { describeProvenance, type Provenance } from './errors.js';
+import { ConfigArgumentError, describeProvenance, isRecord, type Provenance } from './errors.js';
 import { snakeCase } from './names.js';
 import type { IgnoredSetting } from './sources.js';
 
@@ -15,7 +15,15 @@ export interface ResolutionToReport {
  * `router.minimum_transfer_prefix_blocks  8  argv --router-minimum-transfer-prefix-blocks`; then every
  * ignored setting of a group not composed, e.g. `ignored  transport.backend  file kvreuse.yaml:4 (group transport)`.
  */
-export function renderSettingsReport({ settings, provenance, ignored }: ResolutionToReport): string {
+export function renderSettingsReport(resolved: ResolutionToReport): string {
+  const refuse = (argument: string, value: unknown, rule: string): never => {
+    throw new ConfigArgumentError('renderSettingsReport', argument, value, rule);
+  };
+  if (!isRecord(resolved)) refuse('resolved', resolved, 'a resolution: { settings, provenance, ignored }');
+  const { settings, provenance, ignored } = resolved;
+  if (!isRecord(settings)) refuse('resolved.settings', settings, 'the resolved settings, an object');
+  if (!isRecord(provenance)) refuse('resolved.provenance', provenance, 'the provenance of every setting, an object');
+  if (!Array.isArray(ignored)) refuse('resolved.ignored', ignored, 'the ignored settings, an array');
   const rows = Object.entries(settings as Readonly<Record<string, Readonly<Record<string, unknown>>>>).flatMap(
     ([group, values]) =>
       Object.entries(values).map(([name, value]) => {
