@@ -189,6 +189,10 @@ export interface InventoryFollowerOptions {
 
 export interface InventoryFollower {
   readonly watch: DiscoveryWatch;
+  /**
+   * Stops following. From the call on, also when a callback makes it in the middle of a notice, no
+   * further change is applied to the inventory and no callback is called.
+   */
   close(): Promise<void>;
 }
 
@@ -206,7 +210,9 @@ export async function followInventory(
   for (const callback of ['onRejected', 'onComplete', 'onStatus'] as const)
     if (options[callback] !== undefined) checkFunction(`options.${callback}`, options[callback]);
   const prefix = options.prefix ?? defaultInventoryPrefix;
+  let closed = false;
   const applyEntry = (entry: DiscoveryEntry) => {
+    if (closed) return;
     const parsed = safeParseInventoryBatch(entry.value);
     if (!parsed.success) return options.onRejected?.(entry.key, parsed.error);
     const expectedWorker = entry.key.slice(prefix.length);
@@ -243,11 +249,12 @@ export async function followInventory(
   const watch = await store.watch(
     prefix,
     (notice) => {
+      if (closed) return;
       switch (notice.type) {
         case 'changes':
           for (const event of notice.events) {
             if (event.type === 'put') applyEntry(event.entry);
-            else inventory.removeWorker(event.key.slice(prefix.length));
+            else if (!closed) inventory.removeWorker(event.key.slice(prefix.length));
           }
           return;
         case 'resync':
@@ -259,5 +266,11 @@ export async function followInventory(
     },
     { fromRevision: snapshot.revision + 1 },
   );
-  return { watch, close: () => watch.close() };
+  return {
+    watch,
+    close: () => {
+      closed = true;
+      return watch.close();
+    },
+  };
 }
