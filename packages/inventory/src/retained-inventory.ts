@@ -142,6 +142,8 @@ export class RetainedInventory {
       throw new InventoryEventError('complete', batch.complete, 'complete is a boolean when given');
     }
     events.forEach((event: InventoryEvent, i) => checkEvent(`events.${i}`, event));
+    // Before any change: a clock that throws, or applies a batch itself, must find the worker as it was.
+    const nowTick = this.tickOf(this.now());
 
     let worker = this.workerIndex.get(workerId);
     if (worker !== undefined && epoch === this.epochs[worker] && incarnation !== this.incarnations[worker]) {
@@ -164,7 +166,6 @@ export class RetainedInventory {
     if (seq <= this.lastSeq[worker]!) return false;
     this.lastSeq[worker] = seq;
     if (batch.complete === true) this.complete[worker] = true;
-    const nowTick = this.tickOf(this.now());
     let blocks = 0;
     let stored = 0;
     for (const event of events) {
