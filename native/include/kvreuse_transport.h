@@ -287,8 +287,8 @@ KVT_API kvt_status kvt_agent_shutdown(uint32_t agent, uint32_t deadline_ms);
 /**
  * The outcome of the agent's shutdown: KVT_IN_PROGRESS while it runs; KVT_OK when every endpoint closed gracefully
  * or its peer was gone (failed, its process ended); KVT_ERR_TIMEOUT when the deadline passed first, the detail naming
- * the peers whose endpoints were force-closed (the shutdown is complete either way). NOT_ALLOWED when no
- * shutdown was begun; NOT_FOUND once destroyed. The outcome is not counted as a failing call.
+ * the deadline (in ms, as asked for) and the peers whose endpoints were force-closed (the shutdown is complete either
+ * way). NOT_ALLOWED when no shutdown was begun; NOT_FOUND once destroyed. The outcome is not counted as a failing call.
  */
 KVT_API kvt_status kvt_agent_shutdown_status(uint32_t agent);
 

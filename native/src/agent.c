@@ -109,6 +109,7 @@ static int ms_until(uint64_t deadline_ns) {
 static void shut_down(kvt_agent *agent) {
     pthread_mutex_lock(&agent->lock);
     uint64_t deadline_ns = agent->shutdown_deadline_ns;
+    uint32_t deadline_ms = agent->shutdown_deadline_ms;
     pthread_mutex_unlock(&agent->lock);
     kvt_peers_free_all(agent);
     kvt_reap_dead_conns(agent);
@@ -128,14 +129,14 @@ static void shut_down(kvt_agent *agent) {
     int written = 0;
     if (forced[0])
         written = snprintf(agent->shutdown_detail, sizeof agent->shutdown_detail,
-                           "agent '%s': the shutdown's deadline passed before the peer(s) %.512s acknowledged the "
-                           "close; their endpoints were force-closed",
-                           agent->name, forced);
+                           "agent '%s': the shutdown's deadline of %u ms passed before the peer(s) %.512s acknowledged "
+                           "the close; their endpoints were force-closed",
+                           agent->name, deadline_ms, forced);
     if (freed_held[0] && (size_t)written < sizeof agent->shutdown_detail)
         snprintf(agent->shutdown_detail + written, sizeof agent->shutdown_detail - (size_t)written,
-                 "%sagent '%s': the shutdown's deadline passed while readers in other processes still had its vram "
-                 "%.200s open; it was freed under them",
-                 written ? "; " : "", agent->name, freed_held);
+                 "%sagent '%s': the shutdown's deadline of %u ms passed while readers in other processes still had "
+                 "its vram %.200s open; it was freed under them",
+                 written ? "; " : "", agent->name, deadline_ms, freed_held);
     agent->shutdown_done = true;
     pthread_cond_broadcast(&agent->delivery.pending_cond);
     pthread_mutex_unlock(&agent->lock);
@@ -465,6 +466,7 @@ static kvt_status begin_shutdown(kvt_agent *agent, const char *call, uint32_t de
     atomic_store(&agent->faults.progress_stalled, false); /* a shutdown ends kvt_fault_stall_progress */
     pthread_mutex_lock(&agent->lock);
     agent->shutdown_deadline_ns = kvt_now_ns() + (uint64_t)deadline_ms * 1000000u;
+    agent->shutdown_deadline_ms = deadline_ms;
     agent->stop_command = (kvt_command){.kind = KVT_CMD_STOP};
     kvt_command_submit_locked(&agent->commands, &agent->stop_command);
     pthread_mutex_unlock(&agent->lock);

@@ -48,6 +48,7 @@ struct kvt_agent {
 
     /* The shutdown (agent->lock): its deadline, and its outcome once the progress thread finished it. */
     uint64_t shutdown_deadline_ns;
+    uint32_t shutdown_deadline_ms; /* as asked for: the outcome's detail names it */
     bool shutdown_done;
     kvt_status shutdown_status;
     char shutdown_detail[1024];

@@ -1,6 +1,6 @@
 // agent.close() against a peer process that is stopped (SIGSTOP): the close never blocks the JavaScript
-// thread and ends by its deadline — over tcp by force-closing the endpoint the stopped peer never
-// acknowledges (the outcome names both agents), over shared memory gracefully.
+// thread and is ended by its own deadline — over tcp by force-closing the endpoint the stopped peer never
+// acknowledges (the outcome names both agents and the deadline), over shared memory gracefully.
 import { stopProcess } from '@kvreuse-internal/test-support';
 import { afterEach, describe, expect, it } from 'vitest';
 import { NativeTransportError } from '../src/errors.js';
@@ -10,8 +10,6 @@ import { allZero, liveCounters } from './support/pair.js';
 
 const BYTES = 1 << 20;
 const DEADLINE_MS = 500;
-/** Only guards against a hang: the close ends by its deadline plus at most a second of force-closes. */
-const GENEROUS_BOUND_MS = 5000;
 
 const children: Child[] = [];
 afterEach(async () => {
@@ -68,21 +66,20 @@ describe.runIf(ucxTestsRun)('agent.close() with a stopped peer', () => {
     const { reader, sourceName, path } = await readerOfAStoppedSource('tcp');
     expect(path).toMatch(/tcp\//);
     const events: string[] = [];
-    const started = performance.now();
     const closing = reader.close({ deadlineMs: DEADLINE_MS }).then((outcome) => {
       events.push('closed');
       return outcome;
     });
     setTimeout(() => events.push('timer'), 0);
     const { forced } = await closing;
-    const elapsed = performance.now() - started;
     // The timer's turn came while the close was pending: nothing held the thread.
     expect(events).toEqual(['timer', 'closed']);
     expect(forced).toBeInstanceOf(NativeTransportError);
     expect(forced).toMatchObject({ code: 'TIMEOUT', call: 'kvt_agent_shutdown' });
     expect(forced?.detail).toContain(`'${reader.name}'`);
     expect(forced?.detail).toContain(`'${sourceName}'`);
-    expect(elapsed).toBeLessThan(GENEROUS_BOUND_MS);
+    // Had UCX given up on the stopped peer first, the endpoint would have failed and the outcome been graceful.
+    expect(forced?.detail).toContain(`the shutdown's deadline of ${DEADLINE_MS} ms passed`);
     expect(reader.isOpen).toBe(false);
     expect(liveCounters()).toEqual(allZero);
   }, 60_000);
@@ -90,9 +87,7 @@ describe.runIf(ucxTestsRun)('agent.close() with a stopped peer', () => {
   it('over shared memory: the flush needs nothing of the stopped peer, so the close ends gracefully', async () => {
     const { reader, path } = await readerOfAStoppedSource(undefined);
     expect(path).toMatch(/posix\/memory/);
-    const started = performance.now();
     await expect(reader.close({ deadlineMs: DEADLINE_MS })).resolves.toEqual({ forced: undefined });
-    expect(performance.now() - started).toBeLessThan(GENEROUS_BOUND_MS);
     expect(liveCounters()).toEqual(allZero);
   }, 60_000);
 });
