@@ -73,6 +73,13 @@ describe('linkPlanOf', () => {
     });
   });
 
+  it('--listen --address that is not an IP address: a usage error naming --address and the value', () => {
+    expect(refusal(() => planOf('--listen', '--address', 'notanip'))).toBe(
+      'bench link: --address "notanip" is not an IP address of this host (an IPv4 or IPv6 address, such as 0.0.0.0) (see kvreuse bench link --help)',
+    );
+    expect(planOf('--listen', '--address', '::1')).toMatchObject({ address: '::1' });
+  });
+
   it('--connect: the defaults, then every option', () => {
     expect(planOf('--connect', 'b:1')).toEqual({
       role: 'connect',

@@ -1,5 +1,6 @@
 // The command line of `kvreuse bench link`: which side this process is (it listens, or it connects to a
 // listener), and for the connecting side what it measures.
+import { isIP } from 'node:net';
 import type { TransferDirection } from '@kvreuse/native-bindings';
 import type { CommandArgs, OptionSpec } from '../args.js';
 import { UsageError } from '../errors.js';
@@ -131,12 +132,23 @@ function optionText(args: CommandArgs, name: string): string | undefined {
   return args.options.get(name)?.[0];
 }
 
+/** `--address`: an IP address, which `listen` would otherwise look up as a host name. */
+function listenAddressOf(args: CommandArgs): string {
+  const address = optionText(args, 'address') ?? '0.0.0.0';
+  if (isIP(address) === 0)
+    throw new UsageError(
+      command,
+      `--address ${JSON.stringify(address)} is not an IP address of this host (an IPv4 or IPv6 address, such as 0.0.0.0)`,
+    );
+  return address;
+}
+
 function listenPlan(args: CommandArgs): ListenPlan {
   refuseGiven(args, ['sizes', 'iterations', 'warmup', 'in-flight', 'directions', 'output', 'json'], 'is for --connect');
   const timeoutS = wholeNumberOption(command, args, 'timeout', 0, 1, maxTimeoutS);
   return {
     role: 'listen',
-    address: optionText(args, 'address') ?? '0.0.0.0',
+    address: listenAddressOf(args),
     port: wholeNumberOption(command, args, 'port', defaultPort, 0, maxPort),
     connectTimeoutMs: timeoutS === 0 ? undefined : timeoutS * 1000,
     timeoutMs: (timeoutS === 0 ? defaultTimeoutS : timeoutS) * 1000,

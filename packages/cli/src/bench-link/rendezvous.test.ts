@@ -107,4 +107,12 @@ describe('the exchange', () => {
     expect(codeOf(inUse)).toBe('USAGE');
     expect(inUse.message).toContain(`cannot listen on 127.0.0.1:${listener.port}: listen EADDRINUSE`);
   });
+
+  it('an --address that is no address of this host: USAGE naming --address', async () => {
+    const elsewhere = await failure(LinkListener.open('192.0.2.1', 0));
+    expect(codeOf(elsewhere)).toBe('USAGE');
+    expect(elsewhere.message).toBe(
+      'bench link: --address "192.0.2.1" is not an IP address of this host (see kvreuse bench link --help)',
+    );
+  });
 });

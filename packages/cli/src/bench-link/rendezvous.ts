@@ -207,6 +207,8 @@ export class LinkListener {
       });
     } catch (error) {
       server.close();
+      if ((error as NodeJS.ErrnoException).code === 'EADDRNOTAVAIL')
+        throw new UsageError('bench link', `--address ${JSON.stringify(address)} is not an IP address of this host`);
       throw new UsageError('bench link', `cannot listen on ${address}:${port}: ${(error as Error).message}`);
     }
     return new LinkListener(server, connected);
