@@ -1,6 +1,6 @@
 import { dirname, resolve } from 'node:path';
 import type { Settings } from './settings/all-settings.js';
-import { type DiscoveryStore, openDiscovery } from '@kvreuse/discovery';
+import { type DiscoveryStore, DiscoveryUnavailableError, openDiscovery } from '@kvreuse/discovery';
 import { DiscoveryNotFoundError, InputFileError, UsageError } from './errors.js';
 import { pathKind } from './path-kind.js';
 
@@ -36,6 +36,24 @@ export function checkSqlitePath(path: string, { mustExist }: { mustExist: boolea
   if (mustExist) throw new DiscoveryNotFoundError(path);
 }
 
+/** `openDiscovery`, refusing a SQLite discovery path that holds a file but no SQLite database as the bad input it is. */
+export function openDiscoveryFile(settings: Settings['discovery']): DiscoveryStore {
+  try {
+    return openDiscovery(settings);
+  } catch (error) {
+    const notADatabase =
+      settings.backend === 'sqlite' &&
+      error instanceof DiscoveryUnavailableError &&
+      (error.cause as { code?: unknown } | undefined)?.code === 'SQLITE_NOTADB';
+    if (!notADatabase) throw error;
+    throw new InputFileError(
+      settings.sqlitePath,
+      'not a SQLite database, so not a SQLite discovery file (set --discovery-sqlite-path)',
+      { cause: error },
+    );
+  }
+}
+
 /**
  * Opens the discovery store the settings name, for reading what other processes published: `sqlite`
  * at an existing file, or `etcd`, each file named taken from the command's working directory. `memory` holds only one
@@ -50,7 +68,7 @@ export function openPublishedDiscovery(command: string, given: Settings['discove
   }
   const settings = discoveryFilesFrom(given, cwd);
   if (settings.backend === 'sqlite') checkSqlitePath(settings.sqlitePath, { mustExist: true });
-  return openDiscovery(settings);
+  return openDiscoveryFile(settings);
 }
 
 /** Every worker id that has anything under the rank parts' key prefix. */

@@ -1,5 +1,5 @@
 import { execFile, execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -180,10 +180,11 @@ describe('kvreuse sidecar', () => {
       stderr: expect.stringMatching(/fifo\.sqlite: not a regular file, so not a SQLite discovery file.*\[INPUT_FILE\]/),
     });
     expect(await started(join(folder, 'text.sqlite'))).toEqual({
-      status: 1,
-      stderr: expect.stringMatching(/text\.sqlite: open failed: file is not a database/),
+      status: 2,
+      stderr: `kvreuse: ${join(folder, 'text.sqlite')}: not a SQLite database, so not a SQLite discovery file (set --discovery-sqlite-path) [INPUT_FILE]\n`,
     });
     expect(readdirSync(folder).sort()).toEqual(['fifo.sqlite', 'folder.sqlite', 'text.sqlite']);
+    expect(readFileSync(join(folder, 'text.sqlite'), 'utf8')).toBe('not a database, and longer than a header');
   });
 
   it('removes the discovery file and secret it created when it cannot listen on its socket', async () => {

@@ -1,18 +1,12 @@
 import { rmSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import {
-  type ClusterSecret,
-  type DiscoveryStore,
-  openClusterSecret,
-  openDiscovery,
-  SqliteDiscoveryStore,
-} from '@kvreuse/discovery';
+import { type ClusterSecret, type DiscoveryStore, openClusterSecret, SqliteDiscoveryStore } from '@kvreuse/discovery';
 import { EngineSidecar, type SidecarReport } from '@kvreuse/endpoint';
 import { loadTransport, type Transport } from '@kvreuse/native-bindings';
 import { admissionGate, declaredProfile } from '@kvreuse/profile-admission';
 import type { CommandArgs, OptionSpec } from './args.js';
 import type { CliContext, Command } from './command.js';
-import { checkSqlitePath } from './discovery.js';
+import { checkSqlitePath, openDiscoveryFile } from './discovery.js';
 import { UsageError } from './errors.js';
 import { jsonLinesOf, lineOptions } from './output.js';
 import { pathKind } from './path-kind.js';
@@ -85,7 +79,7 @@ function openPublishing(command: string, discovery: Settings['discovery']): Publ
   const secret = openClusterSecret(discovery);
   let store: DiscoveryStore;
   try {
-    store = openDiscovery(discovery);
+    store = openDiscoveryFile(discovery);
   } catch (error) {
     if (secret.createdFile) removeFiles([secret.origin]);
     throw error;

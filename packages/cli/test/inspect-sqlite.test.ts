@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { EndpointMetrics } from '@kvreuse/endpoint';
@@ -237,6 +237,22 @@ describe('kvreuse inspect on a SQLite discovery file written by the registry', (
     expect(await refusal(longName)).toEqual([
       `kvreuse: ${longName}: cannot be looked up: a name in it is longer than the file system allows (set --discovery-sqlite-path) [INPUT_FILE]`,
     ]);
+  });
+
+  it('a SQLite path that is a file but not a database is refused with exit 2, naming the setting, and left as it was', async () => {
+    const text = join(dir, 'text.sqlite');
+    const content = 'not a database, and longer than a header';
+    writeFileSync(text, content);
+    const run = await runInProcess(['inspect', '--discovery-sqlite-path', text], {
+      env: { KVREUSE_DISCOVERY_BACKEND: 'sqlite' },
+    });
+    expect(run.stderrLines).toEqual([
+      `kvreuse: ${text}: not a SQLite database, so not a SQLite discovery file (set --discovery-sqlite-path) [INPUT_FILE]`,
+    ]);
+    expect(run.status).toBe(2);
+    expect(run.stdout).toBe('');
+    expect(readFileSync(text, 'utf8')).toBe(content);
+    expect(readdirSync(dir).filter((name) => name.startsWith('text.sqlite'))).toEqual(['text.sqlite']);
   });
 
   it('the memory backend is refused with exit 2: another process can never read it', async () => {
