@@ -132,7 +132,8 @@ export class DiscoveryClosedError extends DiscoveryError {
 
 /**
  * The backend could not be reached or failed (etcd down, SQLite file unusable). `location` is where
- * the store is, when the backend has one place (the SQLite file's absolute path).
+ * the store is, when the backend has one place (the SQLite file's absolute path); `why`, when given,
+ * says what went wrong in words in place of the cause's own message.
  */
 export class DiscoveryUnavailableError extends DiscoveryError {
   readonly code = 'DISCOVERY_UNAVAILABLE';
@@ -141,9 +142,14 @@ export class DiscoveryUnavailableError extends DiscoveryError {
     readonly backend: DiscoveryBackend,
     readonly operation: string,
     readonly key: string | undefined,
-    options?: ErrorOptions & { readonly location?: string },
+    options?: ErrorOptions & { readonly location?: string; readonly why?: string },
   ) {
-    const cause = options?.cause instanceof Error ? `: ${options.cause.message}` : '';
+    const cause =
+      options?.why !== undefined
+        ? `: ${options.why}`
+        : options?.cause instanceof Error
+          ? `: ${options.cause.message}`
+          : '';
     const at = options?.location === undefined ? '' : ` at ${options.location}`;
     super(
       `${backend} discovery${at}: ${operation}${key === undefined ? '' : ` of key ${describe(key)}`} failed${cause}`,

@@ -99,6 +99,7 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
   private readonly maxReconnectDelayMs: number;
   private readonly commitAttempts: number;
   private readonly refusals: EtcdRefusals;
+  private readonly hosts: readonly string[];
   private readonly watches = new Set<EtcdWatch>();
   private closed = false;
 
@@ -125,6 +126,7 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
       );
     }
     const user = options.auth === undefined ? undefined : userPassword(options.auth);
+    this.hosts = [...hosts];
     this.refusals = new EtcdRefusals(hosts, user?.username);
     this.#client = new (etcd3().Etcd3)({
       hosts: [...hosts],
@@ -404,9 +406,28 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
     if (error instanceof DiscoveryError) return error;
     return (
       this.refusals.refusal(error, operation, key) ??
-      new DiscoveryUnavailableError(backend, operation, key, { cause: error })
+      new DiscoveryUnavailableError(backend, operation, key, {
+        cause: error,
+        ...(noConnection.test(String(error)) ? { why: noEtcdAnswered(this.hosts, error) } : {}),
+      })
     );
   }
+}
+
+/** How gRPC fails a request when it could connect to none of the endpoints. */
+const noConnection = /\bUNAVAILABLE: No connection established\b/;
+const connectFailures: Readonly<Record<string, string>> = {
+  ECONNREFUSED: 'connection refused',
+  ETIMEDOUT: 'the connection timed out',
+  EHOSTUNREACH: 'no route to the host',
+  ENETUNREACH: 'no route to the host',
+};
+
+/** `no etcd answered at <endpoints> (connection refused)`: gRPC's failure to connect, in words. */
+function noEtcdAnswered(hosts: readonly string[], error: unknown): string {
+  const connectError = /Last error: Error: connect (E[A-Z]+)\b/.exec(String(error))?.[1];
+  const why = connectError === undefined ? undefined : connectFailures[connectError];
+  return `no etcd answered at ${hosts.map(redactCredentials).join(', ')}${why === undefined ? '' : ` (${why})`}`;
 }
 
 type WatchStream = IDuplexStream<IWatchRequest, IWatchResponse>;
