@@ -28,8 +28,9 @@ export const benchLink: Command = {
     settingsHelp(transportGroupHelp),
   async run(args, context) {
     const plan = linkPlanOf(args);
-    const { settings } = resolveCommandSettings(args, context);
-    const transport = requireUcxTransport(this.name, settings, context.cwd);
+    const resolved = resolveCommandSettings(args, context);
+    const { settings } = resolved;
+    const transport = requireUcxTransport(this.name, resolved, context.cwd);
     if (plan.role === 'listen') {
       await listenForPeer(plan, transport, settings, context);
       return;

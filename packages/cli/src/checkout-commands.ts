@@ -51,8 +51,9 @@ export const bench: Command = {
       context,
       'From the installed package, kvreuse bench link measures the link between two hosts over UCX (see kvreuse bench link --help)',
     );
-    const { settings } = resolveCommandSettings(args, context);
-    requireUcx(this.name, settings, context.cwd);
+    const resolved = resolveCommandSettings(args, context);
+    const { settings } = resolved;
+    requireUcx(this.name, resolved, context.cwd);
     const writeDocs = args.options.has('write-docs') ? ['--write-docs'] : [];
     // The benchmarks run in the checkout's root and read the library from the environment, not the settings.
     const { library } = settings.transport;

@@ -186,7 +186,7 @@ export const demo: Command = {
     // A named secret file every rank would refuse is refused here, as the settings error it is.
     if (settings.discovery.secretFile !== '') openClusterSecret(settings.discovery);
     const capabilities =
-      backend === 'ucx' ? requireUcx(this.name, settings, context.cwd) : nativeCapabilities(settings, context.cwd);
+      backend === 'ucx' ? requireUcx(this.name, resolved, context.cwd) : nativeCapabilities(resolved, context.cwd);
     const progress = (line: string): void => (format === undefined ? context.stdout : context.stderr)(`${line}\n`);
     const requestLog = openRequestLog(args, context);
     let etcd: LocalEtcd | undefined;

@@ -20,7 +20,7 @@ import { UsageError } from './errors.js';
 import { inspectGroupsHelp } from './help-groups.js';
 import { summarizeInventoryBatch, type InventorySummary } from './inventory-summary.js';
 import { dataOptions, documentFormatOf, renderDocument } from './output.js';
-import { nativeCapabilities } from './native.js';
+import { nativeCapabilities, type SettingsWithSources } from './native.js';
 import { type ProcessPins, readProcessPins } from './pin-metrics.js';
 import {
   resolveCommandSettings,
@@ -133,12 +133,12 @@ function keySegmentRefusal(workerId: string): string | undefined {
 }
 
 /** The declared profile as the admission gate readiness uses, as a worker's own process would install it. */
-function gateOf(settings: Settings, cwd: string): ReadinessGate | undefined {
+function gateOf({ settings, provenance }: SettingsWithSources, cwd: string): ReadinessGate | undefined {
   const profile = declaredProfile(settings, { settings: kvreuseSettings });
   return profile === undefined
     ? undefined
     : admissionGate(profile, {
-        capabilities: nativeCapabilities(settings, cwd),
+        capabilities: nativeCapabilities({ settings, provenance }, cwd),
         settings,
         composition: kvreuseSettings,
       });
@@ -147,7 +147,7 @@ function gateOf(settings: Settings, cwd: string): ReadinessGate | undefined {
 /** Everything discovery holds about workers: readiness with its reasons, rank parts, inventory. */
 export async function inspectDiscovery(
   store: DiscoveryStore,
-  settings: Settings,
+  settings: SettingsWithSources,
   cwd: string,
   now: number,
 ): Promise<{ workers: InspectedWorker[]; refusedInventory: string[] }> {
@@ -234,10 +234,16 @@ export const inspect: Command = {
           this.name,
           `--metrics is an http:// or https:// URL (http://host:port/metrics), not ${JSON.stringify(url)}`,
         );
-    const settings = settingsFilesFrom(resolveCommandSettings(args, context).settings, context.cwd);
+    const resolved = resolveCommandSettings(args, context);
+    const settings = settingsFilesFrom(resolved.settings, context.cwd);
     const store = openPublishedDiscovery(this.name, settings.discovery, context.cwd);
     try {
-      const result = await inspectDiscovery(store, settings, context.cwd, Date.now());
+      const result = await inspectDiscovery(
+        store,
+        { settings, provenance: resolved.provenance },
+        context.cwd,
+        Date.now(),
+      );
       const processes: ProcessPins[] = [];
       for (const url of urls) processes.push(await readProcessPins(url));
       const where =

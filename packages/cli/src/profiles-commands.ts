@@ -203,7 +203,8 @@ export const profilesCheck: Command = {
     const nameOrFile = atMostOne(this.name, args.positionals, 'profile name or file');
     const format = documentFormatOf(this.name, args);
     const idsInDiscovery = workerIdsOf(args);
-    const settings = settingsFilesFrom(resolveCommandSettings(args, context).settings, context.cwd);
+    const resolved = resolveCommandSettings(args, context);
+    const settings = settingsFilesFrom(resolved.settings, context.cwd);
     const profile =
       nameOrFile === undefined
         ? declaredProfile(settings, { settings: kvreuseSettings })
@@ -214,7 +215,7 @@ export const profilesCheck: Command = {
       ...(args.options.get('worker') ?? []).map((file) => workerFromFile(resolve(context.cwd, file))),
       ...(await workersFromDiscovery(idsInDiscovery, settings, context)),
     ];
-    const capabilities = nativeCapabilities(settings, context.cwd);
+    const capabilities = nativeCapabilities(resolved, context.cwd);
     const result = admit(profile, { workers, capabilities, settings, composition: kvreuseSettings });
     const reasons = result.admitted ? [] : result.reasons;
     if (format !== undefined) {

@@ -203,6 +203,20 @@ describe('kvreuse sidecar', () => {
     expect(readdirSync(folder)).toEqual(['engine.sock']);
   });
 
+  it('refuses a transport.library that is not there, naming the file and the setting, before it creates anything', async () => {
+    const folder = mkdtempSync(join(tmpdir(), 'kvreuse-sidecar-cli-'));
+    folders.push(folder);
+    const { out, context } = capture();
+    const library = join(folder, 'none.so');
+    const args = ['sidecar', '--socket', join(folder, 'engine.sock'), '--engines', '1', '--transport-library', library];
+    const sqlite = ['--discovery-backend', 'sqlite', '--discovery-sqlite-path', join(folder, 'd.sqlite')];
+    expect(await runCli([...args, ...sqlite], context)).toBe(2);
+    expect(out.stderr).toBe(
+      `kvreuse: ${library}: no such file, so no native library to load (transport.library from argv --transport-library) [INPUT_FILE]\n`,
+    );
+    expect(readdirSync(folder)).toEqual([]);
+  });
+
   it('refuses a profile it cannot admit before it creates anything', async () => {
     const folder = mkdtempSync(join(tmpdir(), 'kvreuse-sidecar-cli-'));
     folders.push(folder);
