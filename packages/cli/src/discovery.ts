@@ -1,6 +1,6 @@
 import { dirname, resolve } from 'node:path';
 import type { Settings } from './settings/all-settings.js';
-import { type DiscoveryStore, DiscoveryUnavailableError, openDiscovery } from '@kvreuse/discovery';
+import { DiscoveryFileError, type DiscoveryStore, openDiscovery } from '@kvreuse/discovery';
 import { DiscoveryNotFoundError, InputFileError, UsageError } from './errors.js';
 import { pathKind } from './path-kind.js';
 
@@ -36,19 +36,15 @@ export function checkSqlitePath(path: string, { mustExist }: { mustExist: boolea
   if (mustExist) throw new DiscoveryNotFoundError(path);
 }
 
-/** `openDiscovery`, refusing a SQLite discovery path that holds a file but no SQLite database as the bad input it is. */
+/** `openDiscovery`, refusing a SQLite discovery path whose file holds no discovery database as the bad input it is. */
 export function openDiscoveryFile(settings: Settings['discovery']): DiscoveryStore {
   try {
     return openDiscovery(settings);
   } catch (error) {
-    const notADatabase =
-      settings.backend === 'sqlite' &&
-      error instanceof DiscoveryUnavailableError &&
-      (error.cause as { code?: unknown } | undefined)?.code === 'SQLITE_NOTADB';
-    if (!notADatabase) throw error;
+    if (!(error instanceof DiscoveryFileError)) throw error;
     throw new InputFileError(
       settings.sqlitePath,
-      'not a SQLite database, so not a SQLite discovery file (set --discovery-sqlite-path)',
+      `${error.reason}, so not a SQLite discovery file (set --discovery-sqlite-path)`,
       { cause: error },
     );
   }

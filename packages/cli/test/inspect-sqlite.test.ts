@@ -2,12 +2,19 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createRequire } from 'node:module';
 import { EndpointMetrics } from '@kvreuse/endpoint';
 import { openSqliteDiscovery, type SqliteDiscoveryStore } from '@kvreuse/discovery';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pinsWhere } from '../src/inspect-command.js';
 import { runBinary, runInProcess } from './binary.js';
 import { type PublishedWorker, publishWorker } from './published-worker.js';
+
+/** The SQLite driver discovery uses, to write another application's database. */
+const Database = createRequire(import.meta.url)('better-sqlite3') as new (path: string) => {
+  exec(sql: string): void;
+  close(): void;
+};
 
 const dir = mkdtempSync(join(tmpdir(), 'kvreuse-cli-inspect-'));
 const sqlitePath = join(dir, 'discovery.sqlite');
@@ -253,6 +260,23 @@ describe('kvreuse inspect on a SQLite discovery file written by the registry', (
     expect(run.stdout).toBe('');
     expect(readFileSync(text, 'utf8')).toBe(content);
     expect(readdirSync(dir).filter((name) => name.startsWith('text.sqlite'))).toEqual(['text.sqlite']);
+  });
+
+  it("another application's SQLite database is refused with exit 2, naming its tables and the setting, and left as it was", async () => {
+    const app = join(dir, 'app.sqlite');
+    const other = new Database(app);
+    other.exec('CREATE TABLE users (id INTEGER PRIMARY KEY)');
+    other.close();
+    const before = readFileSync(app);
+    const run = await runInProcess(['inspect', '--discovery-sqlite-path', app], {
+      env: { KVREUSE_DISCOVERY_BACKEND: 'sqlite' },
+    });
+    expect(run.stderrLines).toEqual([
+      `kvreuse: ${app}: a SQLite database of something else (its tables: users), not a discovery database, so not a SQLite discovery file (set --discovery-sqlite-path) [INPUT_FILE]`,
+    ]);
+    expect(run.status).toBe(2);
+    expect(readFileSync(app).equals(before)).toBe(true);
+    expect(readdirSync(dir).filter((name) => name.startsWith('app.sqlite'))).toEqual(['app.sqlite']);
   });
 
   it('the memory backend is refused with exit 2: another process can never read it', async () => {

@@ -13,6 +13,7 @@ export type DiscoveryErrorCode =
   | 'DISCOVERY_COMPARE_FAILED'
   | 'DISCOVERY_CLOSED'
   | 'DISCOVERY_UNAVAILABLE'
+  | 'DISCOVERY_FILE_INVALID'
   | 'DISCOVERY_CREDENTIALS_FILE_UNREADABLE'
   | 'DISCOVERY_TLS_FAILED'
   | 'DISCOVERY_AUTHENTICATION_FAILED'
@@ -127,6 +128,22 @@ export class DiscoveryClosedError extends DiscoveryError {
     readonly operation: string,
   ) {
     super(`${backend} discovery: ${operation} after close`);
+  }
+}
+
+/**
+ * The SQLite discovery file holds no discovery database: it is not a SQLite database, or it is the database of
+ * something else (tables of its own). Nothing in it was changed.
+ */
+export class DiscoveryFileError extends DiscoveryError {
+  readonly code = 'DISCOVERY_FILE_INVALID';
+  readonly backend = 'sqlite';
+  constructor(
+    readonly location: string,
+    readonly reason: string,
+    options?: ErrorOptions,
+  ) {
+    super(`sqlite discovery at ${location}: ${reason}; nothing in it was changed`, options);
   }
 }
 

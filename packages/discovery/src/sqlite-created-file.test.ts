@@ -2,7 +2,7 @@ import * as fs from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, expect, it, vi } from 'vitest';
-import { DiscoveryUnavailableError } from './errors.js';
+import { DiscoveryFileError } from './errors.js';
 import { openSqliteDiscovery } from './sqlite.js';
 
 /** Database files that turn out unopenable right after this process created them. */
@@ -34,7 +34,7 @@ it('says whether opening the store created its database file', async () => {
 it('removes the database file it created, with its journals, when opening it fails', () => {
   const path = join(dir, 'spoiled.sqlite');
   spoiledOnCreation.add(path);
-  expect(() => openSqliteDiscovery(path)).toThrow(DiscoveryUnavailableError);
+  expect(() => openSqliteDiscovery(path)).toThrow(DiscoveryFileError);
   expect(spoiledOnCreation.size).toBe(0);
   expect(fs.readdirSync(dir).filter((name) => name.startsWith('spoiled'))).toEqual([]);
 });
@@ -42,6 +42,6 @@ it('removes the database file it created, with its journals, when opening it fai
 it('keeps a database file it did not create when opening it fails', () => {
   const path = join(dir, 'text.sqlite');
   fs.writeFileSync(path, 'not a database, and longer than a header');
-  expect(() => openSqliteDiscovery(path)).toThrow(DiscoveryUnavailableError);
+  expect(() => openSqliteDiscovery(path)).toThrow(DiscoveryFileError);
   expect(fs.readFileSync(path, 'utf8')).toBe('not a database, and longer than a header');
 });

@@ -8,6 +8,7 @@ import {
   DiscoveryLeaseError,
   DiscoveryUnavailableError,
   DiscoveryError,
+  DiscoveryFileError,
 } from './errors.js';
 import {
   checkCompactRevision,
@@ -95,6 +96,35 @@ function createDatabaseFile(path: string, mode: number): boolean {
     closeSync(fd);
   }
   return true;
+}
+
+/** The tables of the discovery schema; a database holding others belongs to something else. */
+const discoveryTables = new Set(['meta', 'kv', 'leases', 'clock', 'events']);
+
+/**
+ * Refuses, before anything is written (the journal mode included), a file that is not a SQLite database or is the
+ * database of something else.
+ */
+function checkDiscoveryTables(db: Database.Database, path: string): void {
+  let tables: string[];
+  try {
+    tables = db
+      .prepare<[], string>(
+        "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'",
+      )
+      .pluck()
+      .all();
+  } catch (error) {
+    if ((error as { code?: unknown }).code === 'SQLITE_NOTADB')
+      throw new DiscoveryFileError(path, 'not a SQLite database', { cause: error });
+    throw error;
+  }
+  const foreign = tables.filter((table) => !discoveryTables.has(table)).sort();
+  if (foreign.length > 0)
+    throw new DiscoveryFileError(
+      path,
+      `a SQLite database of something else (its tables: ${foreign.join(', ')}), not a discovery database`,
+    );
 }
 
 /** Removes the database file this store created, with its side files, when opening it failed. */
@@ -222,11 +252,13 @@ export class SqliteDiscoveryStore implements DiscoveryStore {
     }
     try {
       this.db = new Driver(this.path, { timeout: busyTimeoutMs });
+      checkDiscoveryTables(this.db, this.path);
       enterWalMode(this.db, busyTimeoutMs);
       this.db.pragma('synchronous = NORMAL');
       this.db.transaction(() => this.db.exec(schema)).immediate();
     } catch (error) {
       this.abandonOpening();
+      if (error instanceof DiscoveryFileError) throw error;
       throw new DiscoveryUnavailableError(this.backend, 'open', undefined, { cause: error, location: this.path });
     }
     const db = this.db;
