@@ -13,38 +13,37 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 const digestOf = (path: string): string => createHash('sha256').update(readFileSync(path)).digest('hex');
 
+/** Opening the store at `path` is refused for `reason`, and the file stays as it was. */
+function expectRefusedUnchanged(path: string, reason: string): void {
+  const before = digestOf(path);
+  expect(() => openSqliteDiscovery(path)).toThrow(
+    expect.objectContaining({
+      constructor: DiscoveryFileError,
+      code: 'DISCOVERY_FILE_INVALID',
+      location: path,
+      message: `sqlite discovery at ${path}: ${reason}; nothing in it was changed`,
+    }),
+  );
+  expect(digestOf(path)).toBe(before);
+}
+
 describe('a SQLite discovery path that holds no discovery database', () => {
   it('refuses a database of something else with DiscoveryFileError naming its tables, and changes nothing in it', () => {
     const path = join(dir, 'app.sqlite');
     const other = new Database(path);
     other.exec('CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT); CREATE TABLE orders (id INTEGER)');
     other.close();
-    const before = digestOf(path);
-    expect(() => openSqliteDiscovery(path)).toThrow(
-      expect.objectContaining({
-        constructor: DiscoveryFileError,
-        code: 'DISCOVERY_FILE_INVALID',
-        location: path,
-        message: `sqlite discovery at ${path}: a SQLite database of something else (its tables: orders, users), not a discovery database; nothing in it was changed`,
-      }),
+    expectRefusedUnchanged(
+      path,
+      'a SQLite database of something else (its tables: orders, users), not a discovery database',
     );
-    expect(digestOf(path)).toBe(before);
     expect(readdirSync(dir).filter((name) => name.startsWith('app.sqlite'))).toEqual(['app.sqlite']);
   });
 
   it('refuses a file that is not a SQLite database with DiscoveryFileError, and leaves it as it was', () => {
     const path = join(dir, 'notes.txt');
     writeFileSync(path, 'not a database, and longer than a header '.repeat(4));
-    const before = digestOf(path);
-    expect(() => openSqliteDiscovery(path)).toThrow(
-      expect.objectContaining({
-        constructor: DiscoveryFileError,
-        code: 'DISCOVERY_FILE_INVALID',
-        location: path,
-        message: `sqlite discovery at ${path}: not a SQLite database; nothing in it was changed`,
-      }),
-    );
-    expect(digestOf(path)).toBe(before);
+    expectRefusedUnchanged(path, 'not a SQLite database');
   });
 
   it('opens a discovery database it made before', async () => {
