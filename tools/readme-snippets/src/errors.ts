@@ -26,3 +26,31 @@ export class NothingToContinueError extends ReadmeSnippetError {
     this.name = 'NothingToContinueError';
   }
 }
+
+/** A ```` ```ts fragment ```` block with no fragment-context comment on the line before it: it could not be type-checked. */
+export class MissingFragmentContextError extends ReadmeSnippetError {
+  readonly code = 'MISSING_FRAGMENT_CONTEXT';
+  constructor(
+    readonly path: string,
+    readonly line: number,
+  ) {
+    super(
+      `${path}:${line}: the ts fragment has no <!-- fragment-context: … --> comment on the line before it, stating the names it uses but does not declare`,
+    );
+    this.name = 'MissingFragmentContextError';
+  }
+}
+
+/** A fragment-context comment that is never closed, or whose next line does not open a ```` ```ts fragment ```` block. */
+export class StrayFragmentContextError extends ReadmeSnippetError {
+  readonly code = 'STRAY_FRAGMENT_CONTEXT';
+  constructor(
+    readonly path: string,
+    readonly line: number,
+  ) {
+    super(
+      `${path}:${line}: the fragment-context comment opened here must end with --> on the line right before a ts fragment block`,
+    );
+    this.name = 'StrayFragmentContextError';
+  }
+}

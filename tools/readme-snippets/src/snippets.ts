@@ -29,7 +29,8 @@ export interface Program {
 
 /**
  * Languages whose blocks are programs a reader would run: every such block runs in the tests, but one
- * marked ```` ```ts fragment ````, an excerpt that needs what the text around it sets up.
+ * marked ```` ```ts fragment ````, an excerpt that needs what the text around it sets up (type-checked
+ * only, with the context it states: `fragmentsOf`).
  */
 export const runnableLanguages = new Set(['ts', 'typescript', 'js', 'javascript']);
 

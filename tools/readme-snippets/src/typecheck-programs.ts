@@ -1,37 +1,23 @@
-// Type-checks every ```ts program of the READMEs as a TypeScript user's project would: each program a
-// module of its own, the packages resolved by their names to the types they publish, the repository's
-// strict compiler options. Part of this package's `typecheck`; it needs the packages built.
-import { spawnSync } from 'node:child_process';
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
+// Type-checks every ```ts program and every ```ts fragment (with its stated context) of the READMEs
+// and the package reference pages, as a TypeScript user's project would. Part of this package's
+// `typecheck`; it needs the packages built.
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { documentFragments } from './fragments.js';
 import { runnablePrograms } from './snippets.js';
+import { typeErrorsOf } from './typecheck.js';
 
 const toolDir = fileURLToPath(new URL('..', import.meta.url));
 const root = join(toolDir, '../..');
 const checkDir = join(toolDir, '.snippets', 'typecheck');
 
-rmSync(checkDir, { recursive: true, force: true });
-mkdirSync(checkDir, { recursive: true });
-const programs = runnablePrograms(root).filter(
+const programs = [...runnablePrograms(root), ...documentFragments(root)].filter(
   (program) => program.language === 'ts' || program.language === 'typescript',
 );
-for (const program of programs)
-  writeFileSync(join(checkDir, `${program.path.replaceAll('/', '-')}-${program.lines[0]}.ts`), program.code);
-// No "@kvreuse/source" condition: the published types, as an installed package gives them.
-const tsconfig = {
-  extends: '../../../../tsconfig.base.json',
-  compilerOptions: { noEmit: true, customConditions: [] },
-  include: ['*.ts'],
-};
-writeFileSync(join(checkDir, 'tsconfig.json'), JSON.stringify(tsconfig, null, 2));
-
-const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
-const result = spawnSync(process.execPath, [tsc, '-p', join(checkDir, 'tsconfig.json')], { stdio: 'inherit' });
-// Each file opens with the README and line its program starts at, so an error names where to fix it.
-if (result.status !== 0)
+const errors = typeErrorsOf(programs, checkDir);
+for (const { file, line, message } of errors) console.error(`${file}:${line}: ${message}`);
+if (errors.length > 0)
   console.error(
-    `readme-snippets: ${programs.length} README programs type-checked in ${checkDir}; fix the README lines named in each file's first comment`,
+    `readme-snippets: ${programs.length} README programs and fragments type-checked in ${checkDir}; fix the document lines named in the comments above each error`,
   );
-process.exitCode = result.status ?? 1;
+process.exitCode = errors.length > 0 ? 1 : 0;

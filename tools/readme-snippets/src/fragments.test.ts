@@ -1,0 +1,66 @@
+import { describe, expect, it } from 'vitest';
+import { MissingFragmentContextError, StrayFragmentContextError } from './errors.js';
+import { fragmentsOf } from './fragments.js';
+
+describe('fragmentsOf', () => {
+  it('makes each ts fragment a module of its stated context, then the fragment, each headed by where it is', () => {
+    const markdown = [
+      'text',
+      '<!-- fragment-context: declare const store: { close(): Promise<void> }; -->',
+      '```ts fragment',
+      'await store.close();',
+      '```',
+      '```ts',
+      'console.log(1);',
+      '```',
+    ].join('\n');
+    expect(fragmentsOf('R.md', markdown)).toEqual([
+      {
+        path: 'R.md',
+        lines: [3],
+        language: 'ts',
+        code:
+          '// R.md:2 (fragment-context)\ndeclare const store: { close(): Promise<void> };\n' +
+          '// R.md:3\nawait store.close();\nexport {};\n',
+      },
+    ]);
+  });
+
+  it('reads a context that spans lines', () => {
+    const markdown = [
+      '<!-- fragment-context:',
+      "import type { Agent } from '@kvreuse/native-bindings';",
+      'declare const agent: Agent;',
+      '-->',
+      '```ts fragment',
+      'await agent.close();',
+      '```',
+    ].join('\n');
+    expect(fragmentsOf('R.md', markdown)[0]?.code).toBe(
+      "// R.md:1 (fragment-context)\nimport type { Agent } from '@kvreuse/native-bindings';\ndeclare const agent: Agent;\n" +
+        '// R.md:5\nawait agent.close();\nexport {};\n',
+    );
+  });
+
+  it('refuses a ts fragment without a context on the line before it, naming the file and its line', () => {
+    const markdown = ['<!-- fragment-context: declare const a: number; -->', '', '```ts fragment', 'a;', '```'].join(
+      '\n',
+    );
+    expect(() => fragmentsOf('R.md', markdown)).toThrow(MissingFragmentContextError);
+    expect(() => fragmentsOf('R.md', markdown)).toThrow(
+      expect.objectContaining({ code: 'MISSING_FRAGMENT_CONTEXT', path: 'R.md', line: 3 }),
+    );
+  });
+
+  it('refuses a context that no ts fragment follows, or that is never closed, naming the line it opens on', () => {
+    const beforeARunnableBlock = ['x', '<!-- fragment-context: declare const a: number; -->', '```ts', 'a;', '```'];
+    expect(() => fragmentsOf('R.md', beforeARunnableBlock.join('\n'))).toThrow(StrayFragmentContextError);
+    expect(() => fragmentsOf('R.md', beforeARunnableBlock.join('\n'))).toThrow(
+      expect.objectContaining({ code: 'STRAY_FRAGMENT_CONTEXT', path: 'R.md', line: 2 }),
+    );
+    const unclosed = ['<!-- fragment-context: declare const a: number;', '```ts fragment', 'a;', '```'];
+    expect(() => fragmentsOf('R.md', unclosed.join('\n'))).toThrow(
+      expect.objectContaining({ code: 'STRAY_FRAGMENT_CONTEXT', path: 'R.md', line: 1 }),
+    );
+  });
+});

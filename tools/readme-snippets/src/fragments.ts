@@ -1,0 +1,57 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { MissingFragmentContextError, StrayFragmentContextError } from './errors.js';
+import { codeBlocks, documentPaths, type Program } from './snippets.js';
+
+const contextOpening = /^\s{0,3}<!--\s*fragment-context:/;
+const contextClosing = /-->\s*$/;
+const typeScript = new Set(['ts', 'typescript']);
+
+/**
+ * The ```` ```ts fragment ```` blocks of one file as modules to type-check, never to run. A fragment is
+ * an excerpt: the names it uses but does not declare are stated in an HTML comment that ends on the
+ * line right before its fence, which a reader of the rendered page does not see:
+ * `<!-- fragment-context: import type { Registry } from '@kvreuse/registry'; declare const registry: Registry; -->`
+ * (it may span lines). Each module is that context, then the fragment.
+ */
+export function fragmentsOf(path: string, markdown: string): Program[] {
+  const contexts = fragmentContexts(path, markdown.split('\n'));
+  const fragments: Program[] = [];
+  for (const block of codeBlocks(path, markdown)) {
+    if (!typeScript.has(block.language) || !block.meta.split(/\s+/).includes('fragment')) continue;
+    const context = contexts.get(block.line);
+    if (context === undefined) throw new MissingFragmentContextError(path, block.line);
+    contexts.delete(block.line);
+    const code = `// ${path}:${context.line} (fragment-context)\n${context.code}\n// ${path}:${block.line}\n${block.code}export {};\n`;
+    fragments.push({ path, lines: [block.line], language: block.language, code });
+  }
+  const stray = contexts.values().next();
+  if (!stray.done) throw new StrayFragmentContextError(path, stray.value.line);
+  return fragments;
+}
+
+interface FragmentContext {
+  /** The line its comment opens on, from 1. */
+  readonly line: number;
+  readonly code: string;
+}
+
+/** Every fragment-context comment of the file, by the line right after it (where its fragment's fence must be). */
+function fragmentContexts(path: string, lines: readonly string[]): Map<number, FragmentContext> {
+  const contexts = new Map<number, FragmentContext>();
+  for (let index = 0; index < lines.length; index++) {
+    if (!contextOpening.test(lines[index]!)) continue;
+    const end = lines.findIndex((text, at) => at >= index && text.includes('-->'));
+    if (end === -1 || !contextClosing.test(lines[end]!)) throw new StrayFragmentContextError(path, index + 1);
+    const text = lines.slice(index, end + 1).join('\n');
+    const code = text.replace(contextOpening, '').replace(contextClosing, '').trim();
+    contexts.set(end + 2, { line: index + 1, code });
+    index = end;
+  }
+  return contexts;
+}
+
+/** Every ts fragment of the READMEs and the package reference pages. */
+export function documentFragments(root: string): Program[] {
+  return documentPaths(root).flatMap((path) => fragmentsOf(path, readFileSync(join(root, path), 'utf8')));
+}
