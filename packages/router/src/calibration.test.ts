@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../test/support.js';
 import { TransferCalibration, type TransferReceipt } from './calibration.js';
-import { ReceiptError, RouterOptionError } from './errors.js';
+import { CalibrationClockError, ReceiptError, RouterOptionError } from './errors.js';
 
 const receipt = (blocks: number, transferMs: number, extra: Partial<TransferReceipt> = {}): TransferReceipt => ({
   linkClass: 'network',
@@ -95,5 +95,109 @@ describe('TransferCalibration', () => {
     ]) {
       expect(() => new TransferCalibration(options as never)).toThrow(RouterOptionError);
     }
+  });
+});
+
+describe('TransferCalibration, when its clock misbehaves', () => {
+  // A calibration on a clock the test sets, holding one receipt (2 blocks in 1 ms) read at 100 ms.
+  function calibrated(): { calibration: TransferCalibration; clock: { now: () => number } } {
+    const clock = { now: (): number => 100 };
+    const calibration = new TransferCalibration({ now: () => clock.now(), minReceipts: 1, maxAgeMs: 10 });
+    calibration.record(receipt(2, 1, { prefillTokenUs: 40 }));
+    return { calibration, clock };
+  }
+  const oneReceipt = { fixedMs: 0, blockUs: 500, receipts: 1, confidence: 0.5 };
+
+  it('refuses a clock that throws, naming it, with what it threw as the cause', () => {
+    const { calibration, clock } = calibrated();
+    const thrown = new Error('clock source gone');
+    clock.now = () => {
+      throw thrown;
+    };
+    for (const call of [() => calibration.record(receipt(4, 3)), () => calibration.transferFit('network', 'host')]) {
+      expect(call).toThrow(CalibrationClockError);
+      expect(call).toThrow(
+        expect.objectContaining({
+          code: 'INVALID_CALIBRATION_CLOCK',
+          refusal: 'threw',
+          cause: thrown,
+          message:
+            'calibration clock options.now is refused: it threw: clock source gone; the calibration is unchanged',
+        }),
+      );
+    }
+    clock.now = () => 100;
+    expect(calibration.transferFit('network', 'host')).toEqual(oneReceipt);
+  });
+
+  it.each([NaN, Infinity, -Infinity, '105'])(
+    'refuses a reading of %s, and the receipts still age out on the next good readings',
+    (reading) => {
+      const { calibration, clock } = calibrated();
+      clock.now = () => reading as number;
+      expect(() => calibration.record(receipt(4, 3, { prefillTokenUs: 50 }))).toThrow(
+        expect.objectContaining({ code: 'INVALID_CALIBRATION_CLOCK', refusal: 'not-finite', reading }),
+      );
+      expect(() => calibration.prefillFit()).toThrow(CalibrationClockError);
+      clock.now = () => 110;
+      expect(calibration.transferFit('network', 'host')).toEqual(oneReceipt);
+      expect(calibration.prefillFit()?.tokenUs).toBe(40);
+      clock.now = () => 111;
+      expect(calibration.transferFit('network', 'host')).toBeUndefined();
+      expect(calibration.prefillFit()).toBeUndefined();
+    },
+  );
+
+  it('refuses a reading less than an earlier one, so that a receipt never outlives its age behind a newer one', () => {
+    const { calibration, clock } = calibrated();
+    clock.now = () => 95;
+    expect(() => calibration.record(receipt(4, 3))).toThrow(
+      expect.objectContaining({
+        code: 'INVALID_CALIBRATION_CLOCK',
+        refusal: 'went-back',
+        reading: 95,
+        message:
+          'calibration clock options.now is refused: it read 95 after 100: monotonic milliseconds never go back; the calibration is unchanged',
+      }),
+    );
+    expect(() => calibration.transferFit('network', 'host')).toThrow(expect.objectContaining({ refusal: 'went-back' }));
+    clock.now = () => 100; // standing still is fine
+    expect(calibration.transferFit('network', 'host')).toEqual(oneReceipt);
+  });
+
+  it('refuses a clock that records a receipt or reads an estimate from inside its reading', () => {
+    for (const callBack of [
+      (calibration: TransferCalibration) => calibration.record(receipt(1, 9)),
+      (calibration: TransferCalibration) => calibration.transferEstimate('network', 'host'),
+      (calibration: TransferCalibration) => calibration.prefillEstimate(),
+    ]) {
+      const { calibration, clock } = calibrated();
+      clock.now = () => {
+        callBack(calibration);
+        return 105;
+      };
+      expect(() => calibration.record(receipt(4, 3))).toThrow(
+        expect.objectContaining({ code: 'INVALID_CALIBRATION_CLOCK', refusal: 're-entered', reading: undefined }),
+      );
+      clock.now = () => 105;
+      expect(calibration.transferFit('network', 'host')).toEqual(oneReceipt);
+    }
+  });
+
+  it('records nothing from a call back that the clock catches, and goes on with the reading it returns', () => {
+    const { calibration, clock } = calibrated();
+    const caught: unknown[] = [];
+    clock.now = () => {
+      try {
+        calibration.record(receipt(1, 9));
+      } catch (error) {
+        caught.push(error);
+      }
+      return 105;
+    };
+    calibration.record(receipt(4, 2));
+    expect(caught).toEqual([expect.objectContaining({ refusal: 're-entered' })]);
+    clock.now = () => 105;
+    expect(calibration.transferFit('network', 'host')).toMatchObject({ receipts: 2, fixedMs: 0, blockUs: 500 });
   });
 });

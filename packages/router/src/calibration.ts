@@ -1,4 +1,5 @@
-import { ReceiptError, RouterOptionError } from './errors.js';
+import { describeValue } from '@kvreuse/errors';
+import { CalibrationClockError, ReceiptError, RouterOptionError } from './errors.js';
 import { type LinkClass, linkClasses } from './sources.js';
 
 /** Where a pull's blocks lay at the source: all on the GPU, all in host memory, or some on each. */
@@ -35,7 +36,11 @@ export interface PrefillFit {
 }
 
 export interface CalibrationOptions {
-  /** Monotonic milliseconds (default `performance.now`): receipts age out against it. */
+  /**
+   * Monotonic milliseconds (default `performance.now`): receipts age out against it. A reading that
+   * throws, calls back into the calibration, is not a finite number or is less than an earlier one is
+   * refused with `CalibrationClockError`, and the call changes nothing.
+   */
   readonly now?: () => number;
   /** Receipts older than this no longer count (default 60,000 ms): when receipts stop, the priors return. */
   readonly maxAgeMs?: number;
@@ -70,6 +75,8 @@ export class TransferCalibration {
   private readonly maxRelativeError: number;
   private readonly transfers = new Map<string, Sample[]>();
   private readonly prefill: Sample[] = [];
+  private readingClock = false;
+  private latestReading = -Infinity;
 
   constructor(options: CalibrationOptions = {}) {
     if (options === null || typeof options !== 'object') throw new RouterOptionError('options', options, 'an object');
@@ -100,7 +107,7 @@ export class TransferCalibration {
   /** Records one pull's receipt; a receipt of the wrong shape is refused whole. */
   record(receipt: TransferReceipt): void {
     checkReceipt(receipt);
-    const at = this.now();
+    const at = this.readClock();
     const key = `${receipt.linkClass}/${receipt.tier}`;
     const samples = this.transfers.get(key) ?? [];
     this.transfers.set(key, samples);
@@ -163,11 +170,46 @@ export class TransferCalibration {
   /** The samples not aged out, dropping the rest for good. */
   private fresh(samples: Sample[] | undefined): Sample[] {
     if (samples === undefined) return [];
-    const oldest = this.now() - this.maxAgeMs;
+    const oldest = this.readClock() - this.maxAgeMs;
     let stale = 0;
     while (stale < samples.length && samples[stale]!.at < oldest) stale++;
     if (stale > 0) samples.splice(0, stale);
     return samples;
+  }
+
+  /**
+   * The clock's reading, refused before anything changes unless it keeps the samples in the order
+   * aging relies on (oldest first); a call back into the calibration from the clock is refused too.
+   */
+  private readClock(): number {
+    if (this.readingClock)
+      throw new CalibrationClockError('re-entered', undefined, 'it called back into the calibration while being read');
+    this.readingClock = true;
+    let reading: unknown;
+    try {
+      reading = this.now();
+    } catch (error) {
+      // A call back refused inside the clock, passed on by it: that is what went wrong.
+      if (error instanceof CalibrationClockError) throw error;
+      const message = error instanceof Error ? error.message : String(error);
+      throw new CalibrationClockError('threw', undefined, `it threw: ${message}`, { cause: error });
+    } finally {
+      this.readingClock = false;
+    }
+    if (typeof reading !== 'number' || !Number.isFinite(reading))
+      throw new CalibrationClockError(
+        'not-finite',
+        reading,
+        `it read ${describeValue(reading)}, not a finite number of milliseconds`,
+      );
+    if (reading < this.latestReading)
+      throw new CalibrationClockError(
+        'went-back',
+        reading,
+        `it read ${reading} after ${this.latestReading}: monotonic milliseconds never go back`,
+      );
+    this.latestReading = reading;
+    return reading;
   }
 
   /**

@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { PullNotStartedError, ReceiptError, RouteRequestError, RouterError, RouterOptionError } from './errors.js';
+import {
+  CalibrationClockError,
+  PullNotStartedError,
+  ReceiptError,
+  RouteRequestError,
+  RouterError,
+  RouterOptionError,
+} from './errors.js';
 
 describe('router errors', () => {
   it.each([
@@ -17,6 +24,11 @@ describe('router errors', () => {
       new ReceiptError('transferMs', -2, 'a finite number ≥ 0'),
       'INVALID_RECEIPT',
       'transfer receipt transferMs = -2 is refused: a finite number ≥ 0',
+    ],
+    [
+      new CalibrationClockError('not-finite', NaN, 'it read NaN, not a finite number of milliseconds'),
+      'INVALID_CALIBRATION_CLOCK',
+      'calibration clock options.now is refused: it read NaN, not a finite number of milliseconds; the calibration is unchanged',
     ],
     [
       new PullNotStartedError('decode-1', 3),

@@ -3,7 +3,11 @@
 import { describeValue, KvreuseError } from '@kvreuse/errors';
 
 export type RouterErrorCode =
-  'INVALID_ROUTE_REQUEST' | 'INVALID_ROUTER_OPTION' | 'INVALID_RECEIPT' | 'PULL_NOT_STARTED';
+  | 'INVALID_ROUTE_REQUEST'
+  | 'INVALID_ROUTER_OPTION'
+  | 'INVALID_RECEIPT'
+  | 'INVALID_CALIBRATION_CLOCK'
+  | 'PULL_NOT_STARTED';
 
 export abstract class RouterError extends KvreuseError<RouterErrorCode> {}
 
@@ -46,6 +50,29 @@ export class ReceiptError extends RouterError {
     readonly rule: string,
   ) {
     super(`transfer receipt ${field} = ${describeValue(value)} is refused: ${rule}`);
+  }
+}
+
+/**
+ * Why a calibration's clock reading was refused: the clock threw, called back into the calibration while
+ * it was read, read something other than a finite number, or read less than it had read before.
+ */
+export type CalibrationClockRefusal = 'threw' | 're-entered' | 'not-finite' | 'went-back';
+
+/**
+ * The clock of a `TransferCalibration` (its `now` option) failed while the calibration read it. Nothing
+ * was recorded or aged out: the calibration is as it was before the call.
+ */
+export class CalibrationClockError extends RouterError {
+  readonly code = 'INVALID_CALIBRATION_CLOCK';
+  constructor(
+    readonly refusal: CalibrationClockRefusal,
+    /** What the clock read; undefined when it threw or called back. */
+    readonly reading: unknown,
+    why: string,
+    options?: ErrorOptions,
+  ) {
+    super(`calibration clock options.now is refused: ${why}; the calibration is unchanged`, options);
   }
 }
 

@@ -5,6 +5,8 @@
  * @module \@kvreuse/router
  */
 export {
+  CalibrationClockError,
+  type CalibrationClockRefusal,
   PullNotStartedError,
   ReceiptError,
   RouteRequestError,
