@@ -1,4 +1,4 @@
-import { closeSync, fchmodSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { closeSync, fchmodSync, fstatSync, openSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { uptime } from 'node:os';
 import { resolve } from 'node:path';
 import type Database from 'better-sqlite3';
@@ -77,25 +77,40 @@ export interface SqliteDiscoveryOptions {
 /** Discovery records name every worker's memory: by default only the file's owner reads them. */
 const defaultSqliteFileMode = 0o600;
 
+/** Which file a path names: the device and inode it had when looked at. */
+interface FileIdentity {
+  readonly dev: number;
+  readonly ino: number;
+}
+
+const sameFile = (a: FileIdentity | undefined, b: FileIdentity): boolean => a?.dev === b.dev && a.ino === b.ino;
+
+/** The file `path` names now, or undefined if it names none. */
+function fileAt(path: string): FileIdentity | undefined {
+  return statSync(path, { throwIfNoEntry: false });
+}
+
 /**
- * Creates the database file at `path` with exactly `mode` (a umask of 022 would otherwise open a new
- * file to every local user) unless it exists; SQLite then creates the side files with the same bits.
- * Whether this call created it (another process may create it at the same time).
+ * The file an opening starts from: created at `path` with exactly `mode` (a umask of 022 would otherwise
+ * open a new file to every local user) unless it exists; SQLite then creates the side files with the same
+ * bits. `created` says whether this call created it (another process may create it at the same time);
+ * undefined if the file that existed was removed before it could be looked at.
  */
-function createDatabaseFile(path: string, mode: number): boolean {
+function databaseFileAt(path: string, mode: number): { identity: FileIdentity; created: boolean } | undefined {
   let fd: number;
   try {
     fd = openSync(path, 'wx', mode);
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'EEXIST') return false;
-    throw error;
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    const identity = fileAt(path);
+    return identity === undefined ? undefined : { identity, created: false };
   }
   try {
     fchmodSync(fd, mode);
+    return { identity: fstatSync(fd), created: true };
   } finally {
     closeSync(fd);
   }
-  return true;
 }
 
 /** The tables of the discovery schema; a database holding others belongs to something else. */
@@ -127,9 +142,44 @@ function checkDiscoveryTables(db: Database.Database, path: string): void {
     );
 }
 
-/** Removes the database file this store created, with its side files, when opening it failed. */
-function removeDatabaseFile(path: string): void {
-  for (const file of [path, `${path}-wal`, `${path}-shm`]) rmSync(file, { force: true });
+/**
+ * The meta row every opening of a file it did not create records, in the write transaction that opens
+ * it: a store that created the file removes it only while no other store has opened it.
+ */
+const openedByOthers = 'opened_by_others';
+
+function claimedByOthers(db: Database.Database): boolean {
+  const hasMeta = db.prepare("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'meta'").get();
+  return hasMeta !== undefined && db.prepare('SELECT 1 FROM meta WHERE name = ?').get(openedByOthers) !== undefined;
+}
+
+const sqliteCode = (error: unknown): unknown => (error as { code?: unknown } | null)?.code;
+
+/**
+ * Removes the database file at `path` that `db` is connected to, with its side files, unless another
+ * store has opened it: one connected now holds SQLite's shared lock on the file, so this connection
+ * cannot take the exclusive one (SQLITE_BUSY), and one that opened it and closed left its claim. A
+ * store still opening it waits for the exclusive lock to go, then finds the path no longer names the
+ * file it opened and opens again. The side files go first, while the database file still keeps
+ * another process from creating a new one whose side files would share their names. `db` is left in
+ * exclusive locking mode: close it next. Whether it removed them.
+ */
+function removeUnclaimedFile(db: Database.Database, path: string, identity: FileIdentity): boolean {
+  const remove = (): boolean => {
+    if (!sameFile(fileAt(path), identity)) return false;
+    for (const file of [`${path}-wal`, `${path}-shm`, path]) rmSync(file, { force: true });
+    return true;
+  };
+  db.pragma('busy_timeout = 0');
+  db.pragma('locking_mode = EXCLUSIVE');
+  try {
+    return db.transaction(() => !claimedByOthers(db) && remove()).exclusive();
+  } catch (error) {
+    if (sqliteCode(error) === 'SQLITE_BUSY') return false;
+    // Stores refuse a file that is not a database before they write to it: none has opened it.
+    if (sqliteCode(error) === 'SQLITE_NOTADB') return remove();
+    throw error;
+  }
 }
 
 function fileModeOption(mode: number | undefined): number {
@@ -196,6 +246,90 @@ const schema = `
   ) WITHOUT ROWID;
 `;
 
+/** How many times an opening starts again because the path stopped naming the file it was opening. */
+const openingAttempts = 5;
+
+interface OpenedDatabase {
+  readonly db: Database.Database;
+  readonly created: boolean;
+  readonly identity: FileIdentity;
+}
+
+/**
+ * Opens the discovery database at `path`, creating it if it is absent, in WAL mode with the schema,
+ * and claims it (`openedByOthers`) unless this opening created it. A file its creator removed (or
+ * anything else replaced) while this opening was under way is given up before anything is written to
+ * it, and the path is opened again.
+ */
+function openDatabase(path: string, fileMode: number, busyTimeoutMs: number): OpenedDatabase {
+  const Driver = betterSqlite3();
+  for (let attempt = 1; attempt <= openingAttempts; attempt++) {
+    let file: { identity: FileIdentity; created: boolean } | undefined;
+    try {
+      file = databaseFileAt(path, fileMode);
+    } catch (error) {
+      throw new DiscoveryUnavailableError('sqlite', 'open', undefined, { cause: error, location: path });
+    }
+    if (file === undefined) continue;
+    let db: Database.Database | undefined;
+    try {
+      // Not created here if it is gone: a file SQLite created would have neither the file mode nor a creator.
+      db = new Driver(path, { timeout: busyTimeoutMs, fileMustExist: true });
+    } catch (error) {
+      if (!file.created && !sameFile(fileAt(path), file.identity)) continue;
+      throw new DiscoveryUnavailableError('sqlite', 'open', undefined, { cause: error, location: path });
+    }
+    try {
+      checkDiscoveryTables(db, path);
+      enterWalMode(db, busyTimeoutMs);
+      db.pragma('synchronous = NORMAL');
+      const connected = db;
+      const { identity, created } = file;
+      // The write lock held, and the shared lock WAL mode keeps from here on: the file's creator can
+      // no longer remove it unseen, and if it already did, the path names another file or none.
+      const stillThere = connected
+        .transaction(() => {
+          if (!sameFile(fileAt(path), identity)) return false;
+          connected.exec(schema);
+          if (!created) connected.prepare('INSERT OR IGNORE INTO meta (name, value) VALUES (?, 1)').run(openedByOthers);
+          return true;
+        })
+        .immediate();
+      if (stillThere) return { db, created, identity };
+      db.close();
+    } catch (error) {
+      abandonOpening(db, path, file);
+      // SQLite may refuse the file its creator removed meanwhile: the path is opened again.
+      if (!file.created && !sameFile(fileAt(path), file.identity)) continue;
+      if (error instanceof DiscoveryFileError) throw error;
+      throw new DiscoveryUnavailableError('sqlite', 'open', undefined, { cause: error, location: path });
+    }
+  }
+  throw new DiscoveryUnavailableError('sqlite', 'open', undefined, {
+    location: path,
+    why: `the file was removed or replaced while it was being opened, ${openingAttempts} times over`,
+  });
+}
+
+/**
+ * Closes what a failed opening opened, and removes the database file if it created it and no other store
+ * has opened it: nothing is left half-made. The opening's own failure is what its caller hears.
+ */
+function abandonOpening(
+  db: Database.Database | undefined,
+  path: string,
+  file: { identity: FileIdentity; created: boolean },
+): void {
+  if (db === undefined) return;
+  try {
+    if (file.created) removeUnclaimedFile(db, path, file.identity);
+  } catch {
+    // The file stays: this opening cannot tell whether another store uses it.
+  } finally {
+    db.close();
+  }
+}
+
 const toEntry = (row: KvRow): DiscoveryEntry => ({
   key: row.key.toString('utf8'),
   value: new Uint8Array(row.value.buffer, row.value.byteOffset, row.value.byteLength),
@@ -228,6 +362,8 @@ export class SqliteDiscoveryStore implements DiscoveryStore {
   readonly clockId: string;
   /** Whether opening this store created its database file (another process may have created it first). */
   readonly createdFile: boolean;
+  /** The file this store opened, which its path named when it was opened. */
+  private readonly identity: FileIdentity;
 
   constructor(path: string, options: SqliteDiscoveryOptions = {}) {
     if (typeof path !== 'string' || path.length === 0) {
@@ -244,23 +380,10 @@ export class SqliteDiscoveryStore implements DiscoveryStore {
     this.historyRevisions = wholeOption(this.backend, 'historyRevisions', options.historyRevisions, 10_000);
     const busyTimeoutMs = wholeOption(this.backend, 'busyTimeoutMs', options.busyTimeoutMs, 5_000);
     const fileMode = fileModeOption(options.fileMode);
-    const Driver = betterSqlite3();
-    try {
-      this.createdFile = createDatabaseFile(this.path, fileMode);
-    } catch (error) {
-      throw new DiscoveryUnavailableError(this.backend, 'open', undefined, { cause: error, location: this.path });
-    }
-    try {
-      this.db = new Driver(this.path, { timeout: busyTimeoutMs });
-      checkDiscoveryTables(this.db, this.path);
-      enterWalMode(this.db, busyTimeoutMs);
-      this.db.pragma('synchronous = NORMAL');
-      this.db.transaction(() => this.db.exec(schema)).immediate();
-    } catch (error) {
-      this.abandonOpening();
-      if (error instanceof DiscoveryFileError) throw error;
-      throw new DiscoveryUnavailableError(this.backend, 'open', undefined, { cause: error, location: this.path });
-    }
+    const opened = openDatabase(this.path, fileMode, busyTimeoutMs);
+    this.db = opened.db;
+    this.createdFile = opened.created;
+    this.identity = opened.identity;
     const db = this.db;
     this.statements = {
       revision: db.prepare<[], number>("SELECT value FROM meta WHERE name = 'revision'").pluck(),
@@ -296,7 +419,7 @@ export class SqliteDiscoveryStore implements DiscoveryStore {
     try {
       this.write(() => this.adoptClock());
     } catch (error) {
-      this.abandonOpening();
+      abandonOpening(this.db, this.path, { identity: this.identity, created: this.createdFile });
       throw new DiscoveryUnavailableError(this.backend, 'open', undefined, { cause: error, location: this.path });
     }
     this.hub = new LocalWatchHub({
@@ -405,16 +528,36 @@ export class SqliteDiscoveryStore implements DiscoveryStore {
 
   async close(): Promise<void> {
     if (this.closed) return;
-    this.closed = true;
-    clearInterval(this.pollTimer);
-    this.hub.closeAll();
+    this.shut();
     this.db.close();
   }
 
-  /** Closes what a failed opening opened, and removes the database file if it created it: nothing is left half-made. */
-  private abandonOpening(): void {
-    (this.db as Database.Database | undefined)?.close();
-    if (this.createdFile) removeDatabaseFile(this.path);
+  /**
+   * Closes the store and removes its database file, with the `-wal` and `-shm` files, if opening this store
+   * created it and no other store has opened it since: a file another store uses, or has used, is kept and
+   * stays where that store and the later ones find it. For a process that opened a store and then gave up
+   * before using it. Resolves whether it removed the file.
+   */
+  async closeRemovingCreatedFile(): Promise<boolean> {
+    if (this.closed) throw new DiscoveryClosedError(this.backend, 'closeRemovingCreatedFile');
+    this.shut();
+    try {
+      return this.createdFile && removeUnclaimedFile(this.db, this.path, this.identity);
+    } catch (error) {
+      throw new DiscoveryUnavailableError(this.backend, 'closeRemovingCreatedFile', undefined, {
+        cause: error,
+        location: this.path,
+      });
+    } finally {
+      this.db.close();
+    }
+  }
+
+  /** Stops the watches and the poll timer; the connection is closed by the caller. */
+  private shut(): void {
+    this.closed = true;
+    clearInterval(this.pollTimer);
+    this.hub.closeAll();
   }
 
   /** Runs a step after sweeping expired leases; wraps SQLite failures as `DiscoveryUnavailableError`. */
