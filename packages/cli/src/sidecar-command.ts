@@ -50,22 +50,19 @@ function describeReport(report: SidecarReport): string {
   }
 }
 
-/** The files opening them created (the default secret, a new SQLite database with its journals): removed again if the sidecar does not start. */
-function filesCreated(secret: ClusterSecret, store: DiscoveryStore): string[] {
-  const secretFile = secret.createdFile ? [secret.origin] : [];
-  if (!(store instanceof SqliteDiscoveryStore) || !store.createdFile) return secretFile;
-  return [...secretFile, store.path, `${store.path}-wal`, `${store.path}-shm`];
-}
-
-function removeFiles(files: readonly string[]): void {
-  for (const file of files) rmSync(file, { force: true });
-}
-
 interface Publishing {
   readonly secret: ClusterSecret;
   readonly store: DiscoveryStore;
-  /** What opening them created: removed again if the sidecar does not start. */
-  readonly created: readonly string[];
+}
+
+/**
+ * Closes what `openPublishing` opened when the sidecar does not start, and removes what opening it created:
+ * the default secret, and a new SQLite database unless another process has opened it since.
+ */
+async function abandonPublishing({ secret, store }: Publishing): Promise<void> {
+  if (store instanceof SqliteDiscoveryStore) await store.closeRemovingCreatedFile();
+  else await store.close();
+  if (secret.createdFile) rmSync(secret.origin, { force: true });
 }
 
 /** The cluster secret and the discovery store the sidecar publishes to (its files already absolute): sqlite or etcd, not `memory`. */
@@ -82,10 +79,10 @@ function openPublishing(command: string, discovery: Settings['discovery']): Publ
   try {
     store = openDiscoveryFile(discovery);
   } catch (error) {
-    if (secret.createdFile) removeFiles([secret.origin]);
+    if (secret.createdFile) rmSync(secret.origin, { force: true });
     throw error;
   }
-  return { secret, store, created: filesCreated(secret, store) };
+  return { secret, store };
 }
 
 /** GPU memory is served behind the declared profile's admission gate; without a profile, it is refused. */
@@ -144,7 +141,8 @@ export const sidecar: Command = {
     const settings = settingsFilesFrom(resolved.settings, context.cwd);
     const transport = nativeTransport(resolved, context.cwd);
     const gate = vramGate(settings, transport);
-    const { secret, store, created } = openPublishing(this.name, settings.discovery);
+    const publishing = openPublishing(this.name, settings.discovery);
+    const { secret, store } = publishing;
     let withdrawn = 0;
     let stop = (): void => {};
     const stopped = new Promise<void>((resolveStop) => (stop = resolveStop));
@@ -164,8 +162,7 @@ export const sidecar: Command = {
         },
       });
     } catch (error) {
-      await store.close();
-      removeFiles(created);
+      await abandonPublishing(publishing);
       throw error;
     }
     try {

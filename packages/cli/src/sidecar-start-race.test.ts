@@ -2,17 +2,21 @@ import * as fs from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { openSqliteDiscovery, type SqliteDiscoveryStore } from '@kvreuse/discovery';
 import { afterEach, expect, it, vi } from 'vitest';
 import { runCli } from './run.js';
 
 // Another sidecar starting on the same fresh discovery path creates its files between this one's
-// look and its own attempt to create them: forced here by creating them inside this process's calls.
+// look and its own attempt to create them, or opens the file this one just created: forced here by
+// doing it inside this process's calls.
 const otherProcessFiles = new Map<string, () => void>();
-const takeOtherProcessFile = (path: unknown): void => {
-  const create = typeof path === 'string' ? otherProcessFiles.get(path) : undefined;
-  otherProcessFiles.delete(path as string);
-  create?.();
+const afterCreating = new Map<string, () => void>();
+const take = (hooks: Map<string, () => void>, path: unknown): void => {
+  const hook = typeof path === 'string' ? hooks.get(path) : undefined;
+  hooks.delete(path as string);
+  hook?.();
 };
+const takeOtherProcessFile = (path: unknown): void => take(otherProcessFiles, path);
 
 vi.mock('node:fs', async (importOriginal) => {
   const actual = await importOriginal<typeof import('node:fs')>();
@@ -22,7 +26,9 @@ vi.mock('node:fs', async (importOriginal) => {
   };
   const openSync = ((path: fs.PathLike, ...rest: unknown[]) => {
     takeOtherProcessFile(path);
-    return (actual.openSync as (...args: unknown[]) => number)(path, ...rest);
+    const fd = (actual.openSync as (...args: unknown[]) => number)(path, ...rest);
+    if (rest[0] === 'wx') take(afterCreating, path);
+    return fd;
   }) as typeof actual.openSync;
   return { ...actual, default: { ...actual, linkSync, openSync }, linkSync, openSync };
 });
@@ -30,6 +36,7 @@ vi.mock('node:fs', async (importOriginal) => {
 const folders: string[] = [];
 afterEach(() => {
   otherProcessFiles.clear();
+  afterCreating.clear();
   for (const folder of folders.splice(0)) fs.rmSync(folder, { recursive: true, force: true });
 });
 
@@ -55,4 +62,34 @@ it('keeps the discovery file and secret another sidecar created while its own st
   expect(otherProcessFiles.size).toBe(0);
   expect(fs.readdirSync(folder).sort()).toEqual(['d.sqlite', 'd.sqlite.secret', 'engine.sock']);
   expect(fs.readFileSync(secretPath).equals(otherSecret)).toBe(true);
+});
+
+it('keeps the discovery file it created once another process opened it, while its own start failed', async () => {
+  const folder = fs.mkdtempSync(join(tmpdir(), 'kvreuse-sidecar-race-'));
+  folders.push(folder);
+  const sqlitePath = join(folder, 'd.sqlite');
+  const socket = join(folder, 'engine.sock');
+  let other: SqliteDiscoveryStore | undefined;
+  afterCreating.set(sqlitePath, () => {
+    other = openSqliteDiscovery(sqlitePath);
+    // Taken once this start has looked at it: it cannot listen, and gives up.
+    fs.writeFileSync(socket, '');
+  });
+  const context = { stdout: () => undefined, stderr: () => undefined, env: {}, cwd: '/' };
+  const args = ['sidecar', '--socket', socket, '--engines', '1', '--transport-backend', 'loopback'];
+  const sqlite = ['--discovery-backend', 'sqlite', '--discovery-sqlite-path', sqlitePath];
+
+  try {
+    expect(await runCli([...args, ...sqlite], context)).toBe(1);
+    expect(afterCreating.size).toBe(0);
+    await other?.put('/workers/other', 'published');
+    const reader = openSqliteDiscovery(sqlitePath);
+    const found = await reader.get('/workers/other');
+    await reader.close();
+    expect(found && Buffer.from(found.value).toString()).toBe('published');
+    // Only the secret it created is gone.
+    expect(fs.readdirSync(folder).sort()).toEqual(['d.sqlite', 'd.sqlite-shm', 'd.sqlite-wal', 'engine.sock']);
+  } finally {
+    await other?.close();
+  }
 });
