@@ -347,6 +347,7 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
       prefix,
       listener,
       fromRevision - 1,
+      this.hosts,
       this.requestTimeoutMs,
       this.maxReconnectDelayMs,
       (w) => this.watches.delete(w),
@@ -404,18 +405,18 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
   /** A failed request or watch as the package's typed error: a refusal of this client's identity or rights, or an outage. */
   private failure(error: unknown, operation: string, key: string | undefined): DiscoveryError {
     if (error instanceof DiscoveryError) return error;
+    const why = etcdLost(this.hosts, error);
     return (
       this.refusals.refusal(error, operation, key) ??
-      new DiscoveryUnavailableError(backend, operation, key, {
-        cause: error,
-        ...(noConnection.test(String(error)) ? { why: noEtcdAnswered(this.hosts, error) } : {}),
-      })
+      new DiscoveryUnavailableError(backend, operation, key, { cause: error, ...(why === undefined ? {} : { why }) })
     );
   }
 }
 
 /** How gRPC fails a request when it could connect to none of the endpoints. */
 const noConnection = /\bUNAVAILABLE: No connection established\b/;
+/** How gRPC fails a request or a stream whose connection broke (etcd killed, the network cut). */
+const connectionDropped = /\bUNAVAILABLE: (?:Connection dropped|read ECONNRESET)\b/;
 const connectFailures: Readonly<Record<string, string>> = {
   ECONNREFUSED: 'connection refused',
   ETIMEDOUT: 'the connection timed out',
@@ -423,11 +424,20 @@ const connectFailures: Readonly<Record<string, string>> = {
   ENETUNREACH: 'no route to the host',
 };
 
-/** `no etcd answered at <endpoints> (connection refused)`: gRPC's failure to connect, in words. */
-function noEtcdAnswered(hosts: readonly string[], error: unknown): string {
-  const connectError = /Last error: Error: connect (E[A-Z]+)\b/.exec(String(error))?.[1];
+const endpointsOf = (hosts: readonly string[]): string => hosts.map(redactCredentials).join(', ');
+
+/**
+ * gRPC's failure to reach etcd, in words: `no etcd answered at <endpoints> (connection refused)` when it
+ * could connect to none, `the connection to etcd at <endpoints> dropped` when the one it had broke;
+ * undefined for any other failure.
+ */
+function etcdLost(hosts: readonly string[], error: unknown): string | undefined {
+  const text = String(error);
+  if (connectionDropped.test(text)) return `the connection to etcd at ${endpointsOf(hosts)} dropped`;
+  if (!noConnection.test(text)) return undefined;
+  const connectError = /Last error: Error: connect (E[A-Z]+)\b/.exec(text)?.[1];
   const why = connectError === undefined ? undefined : connectFailures[connectError];
-  return `no etcd answered at ${hosts.map(redactCredentials).join(', ')}${why === undefined ? '' : ` (${why})`}`;
+  return `no etcd answered at ${endpointsOf(hosts)}${why === undefined ? '' : ` (${why})`}`;
 }
 
 type WatchStream = IDuplexStream<IWatchRequest, IWatchResponse>;
@@ -448,7 +458,8 @@ type Reopen = { readonly resync: false } | { readonly resync: true; readonly rea
  */
 class EtcdWatch implements DiscoveryWatch {
   private stream: WatchStream | undefined;
-  private outage = false;
+  /** Why the watch was cut off, in words, while it is. */
+  private outage: string | undefined;
   private closed = false;
   private reconnectDelayMs = 100;
   private reconnectTimer: NodeJS.Timeout | undefined;
@@ -461,6 +472,7 @@ class EtcdWatch implements DiscoveryWatch {
     readonly prefix: string,
     private readonly listener: WatchListener,
     public revision: number,
+    private readonly hosts: readonly string[],
     private readonly requestTimeoutMs: number,
     private readonly maxReconnectDelayMs: number,
     private readonly onClose: (watch: EtcdWatch) => void,
@@ -503,13 +515,16 @@ class EtcdWatch implements DiscoveryWatch {
     const current = () => stream === this.stream;
     // A stream etcd never confirms (etcd stopped, not gone) counts as lost.
     this.confirmTimer = setTimeout(() => {
-      if (current()) this.failed(new Error(`etcd did not confirm the watch within ${this.requestTimeoutMs} ms`));
+      if (current())
+        this.failed(
+          new Error(`etcd at ${endpointsOf(this.hosts)} did not confirm the watch within ${this.requestTimeoutMs} ms`),
+        );
     }, this.requestTimeoutMs);
     stream.on('error', (error: Error) => {
       if (current()) this.failed(error);
     });
     stream.on('end', () => {
-      if (current()) this.failed(new Error('etcd ended the watch stream'));
+      if (current()) this.failed(new Error(`etcd at ${endpointsOf(this.hosts)} ended the watch stream`));
     });
     stream.on('data', (response: IWatchResponse) => {
       if (!current()) return;
@@ -539,7 +554,11 @@ class EtcdWatch implements DiscoveryWatch {
       const reason = `revision ${this.revision + 1} was compacted (etcd keeps history from revision ${compactedTo})`;
       void this.open({ resync: true, reason });
     } else {
-      this.failed(new Error(`etcd cancelled the watch: ${response.cancel_reason || 'no reason given'}`));
+      this.failed(
+        new Error(
+          `etcd at ${endpointsOf(this.hosts)} cancelled the watch: ${response.cancel_reason || 'no reason given'}`,
+        ),
+      );
     }
   }
 
@@ -547,8 +566,8 @@ class EtcdWatch implements DiscoveryWatch {
     this.starting?.resolve();
     this.starting = undefined;
     this.reconnectDelayMs = 100;
-    if (!this.outage) return;
-    this.outage = false;
+    if (this.outage === undefined) return;
+    this.outage = undefined;
     this.notify({ type: 'restored' });
   }
 
@@ -597,21 +616,28 @@ class EtcdWatch implements DiscoveryWatch {
     }
   }
 
+  /**
+   * The stream was lost: the listener is told once, in words (which endpoints, and how), with the failure as the
+   * cause; the resync that ends the outage says why it began, whatever the attempts to reconnect ran into.
+   */
   private lost(error: Error): void {
     this.drop();
     if (this.closed) return;
-    if (!this.outage) {
-      this.outage = true;
+    if (this.outage === undefined) {
+      // A failed listing on reconnect is already this package's error: its cause is gRPC's.
+      const failure = error instanceof DiscoveryError ? error.cause : error;
+      this.outage = etcdLost(this.hosts, failure) ?? error.message;
       this.notify({
         type: 'outage',
         error: new DiscoveryUnavailableError(backend, `watch of ${JSON.stringify(this.prefix)}`, undefined, {
           cause: error,
+          why: this.outage,
         }),
       });
     }
+    const reason = `the watch was cut off: ${this.outage}; this is the state when it was re-established`;
     clearTimeout(this.reconnectTimer);
     this.reconnectTimer = setTimeout(() => {
-      const reason = `the watch was cut off from etcd (${error.message}); this is the state when it was re-established`;
       if (!this.closed) void this.open({ resync: true, reason });
     }, this.reconnectDelayMs);
     this.reconnectDelayMs = Math.min(this.reconnectDelayMs * 2, this.maxReconnectDelayMs);

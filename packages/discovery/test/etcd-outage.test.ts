@@ -31,6 +31,13 @@ test.skipIf(!etcdRuns)(
     const outage = recorder.notices.find((notice) => notice.type === 'outage');
     expect(outage?.type === 'outage' && outage.error).toBeInstanceOf(DiscoveryUnavailableError);
     expect(outage?.type === 'outage' && outage.error.backend).toBe('etcd');
+    // In words: which endpoint, and how it was lost; gRPC's own failure is the cause.
+    expect(outage?.type === 'outage' && outage.error.message).toBe(
+      `etcd discovery: watch of "/outage/" failed: the connection to etcd at ${etcd.server.url} dropped`,
+    );
+    expect(outage?.type === 'outage' && outage.error.cause).toMatchObject({
+      message: expect.stringMatching(/^14 UNAVAILABLE: /),
+    });
     // Requests fail with a typed error while etcd is down.
     await expect(etcd.store.put('/outage/during', 'x')).rejects.toMatchObject({
       code: 'DISCOVERY_UNAVAILABLE',
@@ -59,6 +66,10 @@ test.skipIf(!etcdRuns)(
     ]);
     const resync = recorder.notices[2];
     expect(resync?.type === 'resync' && resync.snapshot.entries.map((e) => e.key)).toEqual(['/outage/before']);
+    expect(resync?.type === 'resync' && resync.reason).toBe(
+      `the watch was cut off: the connection to etcd at ${etcd.server.url} dropped; ` +
+        'this is the state when it was re-established',
+    );
     expect(changeLog(recorder.notices)).toEqual([
       'put /outage/before',
       'put /outage/after-1',
@@ -184,9 +195,32 @@ test.skipIf(!etcdRuns)('a watch that a frozen etcd never confirms is refused wit
     await expect(store.watch('/unconfirmed/', () => {}, { fromRevision: 1 })).rejects.toMatchObject({
       code: 'DISCOVERY_UNAVAILABLE',
       key: '/unconfirmed/',
+      message: `etcd discovery: watch of key "/unconfirmed/" failed: etcd at ${etcd.server.url} did not confirm the watch within 2000 ms`,
     });
   } finally {
     etcd.server.resume();
+    await store.close();
+  }
+});
+
+test.skipIf(!etcdRuns)('a request whose connection to etcd dropped says so in words', async () => {
+  const store = connectEtcdDiscovery({ ...options, hosts: etcd.server.url });
+  try {
+    await store.get('/dropped/a');
+    // Frozen, etcd holds the request unanswered until it is killed.
+    await etcd.server.pause();
+    const failure = store.get('/dropped/a').then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    await etcd.server.kill();
+    expect(await failure).toMatchObject({
+      code: 'DISCOVERY_UNAVAILABLE',
+      message: `etcd discovery: get of key "/dropped/a" failed: the connection to etcd at ${etcd.server.url} dropped`,
+      cause: { message: expect.stringMatching(/^14 UNAVAILABLE: /) },
+    });
+  } finally {
+    await etcd.server.restart();
     await store.close();
   }
 });
