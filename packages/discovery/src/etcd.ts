@@ -464,6 +464,7 @@ class EtcdWatch implements DiscoveryWatch {
   private reconnectDelayMs = 100;
   private reconnectTimer: NodeJS.Timeout | undefined;
   private confirmTimer: NodeJS.Timeout | undefined;
+  private progressTimer: NodeJS.Timeout | undefined;
   /** The caller of `start`, until etcd accepted the first stream or refused it. */
   private starting: { resolve(): void; reject(error: Error): void } | undefined;
 
@@ -526,14 +527,31 @@ class EtcdWatch implements DiscoveryWatch {
     stream.on('end', () => {
       if (current()) this.failed(new Error(`etcd at ${endpointsOf(this.hosts)} ended the watch stream`));
     });
+    let answered = true;
     stream.on('data', (response: IWatchResponse) => {
       if (!current()) return;
+      answered = true;
       clearTimeout(this.confirmTimer);
       if (response.canceled) {
         this.cancelled(response);
       } else if (response.created) {
         if (snapshot !== undefined && reopen.resync) this.replace(snapshot, reopen.reason);
         this.established();
+        // A stream that etcd stops answering (etcd frozen, or its host gone without closing the connection)
+        // counts as lost too: asked for its progress, a live etcd answers even when nothing changes.
+        this.progressTimer = setInterval(() => {
+          if (!current()) return;
+          if (!answered) {
+            this.failed(
+              new Error(
+                `etcd at ${endpointsOf(this.hosts)} did not answer the watch within ${this.requestTimeoutMs} ms`,
+              ),
+            );
+            return;
+          }
+          answered = false;
+          stream.write({ progress_request: {} });
+        }, this.requestTimeoutMs);
       } else {
         this.deliver(response);
       }
@@ -581,6 +599,7 @@ class EtcdWatch implements DiscoveryWatch {
     const stream = this.stream;
     this.stream = undefined;
     clearTimeout(this.confirmTimer);
+    clearInterval(this.progressTimer);
     if (stream !== undefined) discard(stream);
   }
 

@@ -203,6 +203,36 @@ test.skipIf(!etcdRuns)('a watch that a frozen etcd never confirms is refused wit
   }
 });
 
+test.skipIf(!etcdRuns)(
+  'a watch whose etcd freezes is told the outage in words, then resyncs and is restored once etcd answers',
+  async () => {
+    const store = connectEtcdDiscovery({ ...options, hosts: etcd.server.url });
+    try {
+      const recorder = await recordWatch(store, '/frozen-watch/');
+      await etcd.server.pause();
+      try {
+        await recorder.until('an outage notice', (n) => n.some((notice) => notice.type === 'outage'));
+      } finally {
+        etcd.server.resume();
+      }
+      await recorder.until('the restored notice', (n) => n.some((notice) => notice.type === 'restored'));
+      await recorder.watch.close();
+
+      const why = `etcd at ${etcd.server.url} did not answer the watch within 2000 ms`;
+      expect(recorder.notices.map((n) => n.type)).toEqual(['outage', 'resync', 'restored']);
+      const [outage, resync] = recorder.notices;
+      expect(outage?.type === 'outage' && outage.error.message).toBe(
+        `etcd discovery: watch of "/frozen-watch/" failed: ${why}`,
+      );
+      expect(resync?.type === 'resync' && resync.reason).toBe(
+        `the watch was cut off: ${why}; this is the state when it was re-established`,
+      );
+    } finally {
+      await store.close();
+    }
+  },
+);
+
 test.skipIf(!etcdRuns)('a request whose connection to etcd dropped says so in words', async () => {
   const store = connectEtcdDiscovery({ ...options, hosts: etcd.server.url });
   try {
