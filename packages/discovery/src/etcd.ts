@@ -527,10 +527,11 @@ class EtcdWatch implements DiscoveryWatch {
     stream.on('end', () => {
       if (current()) this.failed(new Error(`etcd at ${endpointsOf(this.hosts)} ended the watch stream`));
     });
-    let answered = true;
+    // Progress requests sent since etcd last said anything on this stream.
+    let unanswered = 0;
     stream.on('data', (response: IWatchResponse) => {
       if (!current()) return;
-      answered = true;
+      unanswered = 0;
       clearTimeout(this.confirmTimer);
       if (response.canceled) {
         this.cancelled(response);
@@ -538,18 +539,20 @@ class EtcdWatch implements DiscoveryWatch {
         if (snapshot !== undefined && reopen.resync) this.replace(snapshot, reopen.reason);
         this.established();
         // A stream that etcd stops answering (etcd frozen, or its host gone without closing the connection)
-        // counts as lost too: asked for its progress, a live etcd answers even when nothing changes.
+        // counts as lost too: asked for its progress, a live etcd answers even when nothing changes. Two
+        // requests go unanswered first: after this process stalled, its timers run before the answer
+        // waiting on the socket is read, and that one request must not make an outage.
         this.progressTimer = setInterval(() => {
           if (!current()) return;
-          if (!answered) {
+          if (unanswered === 2) {
             this.failed(
               new Error(
-                `etcd at ${endpointsOf(this.hosts)} did not answer the watch within ${this.requestTimeoutMs} ms`,
+                `etcd at ${endpointsOf(this.hosts)} did not answer the watch within ${2 * this.requestTimeoutMs} ms`,
               ),
             );
             return;
           }
-          answered = false;
+          unanswered++;
           stream.write({ progress_request: {} });
         }, this.requestTimeoutMs);
       } else {

@@ -218,7 +218,7 @@ test.skipIf(!etcdRuns)(
       await recorder.until('the restored notice', (n) => n.some((notice) => notice.type === 'restored'));
       await recorder.watch.close();
 
-      const why = `etcd at ${etcd.server.url} did not answer the watch within 2000 ms`;
+      const why = `etcd at ${etcd.server.url} did not answer the watch within 4000 ms`;
       expect(recorder.notices.map((n) => n.type)).toEqual(['outage', 'resync', 'restored']);
       const [outage, resync] = recorder.notices;
       expect(outage?.type === 'outage' && outage.error.message).toBe(
