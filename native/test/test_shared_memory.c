@@ -1,0 +1,249 @@
+/* Shared memory for kvt_mem_alloc on UCX: refused when neither SysV shared memory nor UCX's posix directory (/dev/shm,
+ * or UCX_POSIX_DIR) can hold an allocation, the detail saying what each had or why it could not be asked. */
+#include "harness.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define SMALL_SHM_OPTIONS "size=24m"
+/* /dev/shm in the child while UCX_POSIX_DIR names the small tmpfs: room for the 64 MiB, whatever the host's is */
+#define LARGE_SHM_OPTIONS "size=128m"
+#define SMALL_POSIX_DIR "/dev/shm/posix"
+/* kernel.shmmax of the child's IPC namespace: SysV refuses anything larger (UCX's own receive pools fit) */
+#define SYSV_LIMIT "8388608"
+#define TOO_LARGE (64u << 20)
+#define FITS_SHM_ONLY (12u << 20)
+
+/* Where UCX's posix transport puts its segments: UCX_POSIX_DIR, /dev/shm by default. */
+static const char *posix_dir(void) {
+    const char *dir = getenv("UCX_POSIX_DIR");
+    return dir ? dir : "/dev/shm";
+}
+
+static uint64_t free_bytes_in(const char *dir) {
+    struct statvfs fs;
+    CHECK(statvfs(dir, &fs) == 0, "statvfs %s: %s", dir, strerror(errno));
+    return (uint64_t)fs.f_bavail * fs.f_frsize;
+}
+static bool mapped_from(uint64_t address, const char *needle) {
+    FILE *maps = fopen("/proc/self/maps", "r");
+    CHECK(maps != NULL, "open /proc/self/maps");
+    char line[4096];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, maps)) {
+        unsigned long long start, end;
+        if (sscanf(line, "%llx-%llx", &start, &end) == 2 && address >= start && address < end)
+            found = strstr(line, needle) != NULL;
+    }
+    fclose(maps);
+    return found;
+}
+
+/* Bytes this process has passed to write() and its kin (/proc/self/io wchar): UCX tests room in /dev/shm by writing a
+ * segment's every byte. */
+static uint64_t bytes_written(void) {
+    FILE *io = fopen("/proc/self/io", "r");
+    CHECK(io != NULL, "open /proc/self/io: %s", strerror(errno));
+    unsigned long long written = 0;
+    char line[128];
+    while (fgets(line, sizeof line, io))
+        if (sscanf(line, "wchar: %llu", &written) == 1) break;
+    fclose(io);
+    return written;
+}
+
+/* Inside the namespaces run_in_small_shm makes: UCX's posix directory is a 24 MiB tmpfs and SysV shared memory
+ * takes at most 8 MiB, so a 64 MiB allocation has no shared memory to go to. */
+static void allocation_in_a_small_shm(void) {
+    if (!getenv("KVT_TEST_SMALL_SHM")) {
+        test_skip_reason = "runs inside the namespaces run_in_small_shm makes";
+        return;
+    }
+    const char *dir = posix_dir();
+    uint32_t agent = make_agent("small-shm");
+    uint64_t room = free_bytes_in(dir), address = 0;
+    CHECK(room < TOO_LARGE && room >= FITS_SHM_ONLY, "%s is the small tmpfs (%llu bytes free)", dir,
+          (unsigned long long)room);
+    /* Refused before any of it is written into the directory (filling it would press every process's memory). */
+    uint64_t written = bytes_written();
+    CHECK_STATUS(KVT_ERR_NO_MEMORY, kvt_mem_alloc(agent, TOO_LARGE, 0, &address));
+    CHECK(bytes_written() - written < (1u << 20), "the refusal wrote %llu bytes first",
+          (unsigned long long)(bytes_written() - written));
+    CHECK_DETAIL("67108864 bytes");
+    char expected[128];
+    snprintf(expected, sizeof expected, "%s has %llu bytes free", dir, (unsigned long long)room);
+    CHECK_DETAIL(expected);
+    CHECK_DETAIL("SysV shared memory takes at most " SYSV_LIMIT " bytes");
+    CHECK(counter(agent, KVT_COUNTER_LIVE_ALLOCATIONS) == 0 && counter(agent, KVT_COUNTER_ALLOCATED_BYTES) == 0,
+          "the refusal left no allocation");
+    CHECK(free_bytes_in(dir) == room, "the refusal left nothing in %s (%llu bytes free, %llu before)", dir,
+          (unsigned long long)free_bytes_in(dir), (unsigned long long)room);
+
+    /* Begun off the calling thread: refused at once too, before UCX is asked, with nothing left behind. */
+    uint64_t job = 0;
+    written = bytes_written();
+    CHECK_STATUS(KVT_ERR_NO_MEMORY, kvt_mem_alloc_begin(agent, TOO_LARGE, 0, &address, &job));
+    CHECK(bytes_written() - written < (1u << 20), "the refusal wrote %llu bytes first",
+          (unsigned long long)(bytes_written() - written));
+    CHECK_DETAIL(expected);
+    CHECK(counter(agent, KVT_COUNTER_LIVE_ALLOCATIONS) == 0 && counter(agent, KVT_COUNTER_ALLOCATED_BYTES) == 0,
+          "the refusal left no allocation");
+    CHECK(free_bytes_in(dir) == room, "the refusal left nothing in %s (%llu bytes free, %llu before)", dir,
+          (unsigned long long)free_bytes_in(dir), (unsigned long long)room);
+
+    /* The agent goes on: 12 MiB fits in the directory (too large for SysV here), and is backed there at once. */
+    CHECK_OK(kvt_mem_alloc(agent, FITS_SHM_ONLY, 0, &address));
+    char segment[128];
+    snprintf(segment, sizeof segment, "%s/ucx_shm_posix_", dir);
+    CHECK(mapped_from(address, segment), "the 12 MiB allocation is a segment in %s", dir);
+    CHECK(free_bytes_in(dir) == room - FITS_SHM_ONLY, "its pages are in %s (%llu bytes free)", dir,
+          (unsigned long long)free_bytes_in(dir));
+    memset((void *)(uintptr_t)address, 0x5A, FITS_SHM_ONLY);
+    CHECK_OK(kvt_mem_free(agent, address));
+    CHECK_OK(kvt_agent_destroy(agent));
+}
+
+/* Inside the namespaces run_in_small_shm makes where a limit cannot be asked: 64 MiB is refused before UCX writes
+ * anything, the detail saying which limit (KVT_TEST_REFUSAL). */
+static void allocation_with_a_limit_unasked(void) {
+    const char *refusal = getenv("KVT_TEST_REFUSAL");
+    if (!refusal) {
+        test_skip_reason = "runs inside the namespaces run_in_small_shm makes";
+        return;
+    }
+    uint32_t agent = make_agent("unasked-shm");
+    uint64_t address = 0, written = bytes_written();
+    CHECK_STATUS(KVT_ERR_NO_MEMORY, kvt_mem_alloc(agent, TOO_LARGE, 0, &address));
+    CHECK(bytes_written() - written < (1u << 20), "the refusal wrote %llu bytes first",
+          (unsigned long long)(bytes_written() - written));
+    CHECK_DETAIL("67108864 bytes");
+    CHECK_DETAIL(refusal);
+    CHECK(counter(agent, KVT_COUNTER_LIVE_ALLOCATIONS) == 0 && counter(agent, KVT_COUNTER_ALLOCATED_BYTES) == 0,
+          "the refusal left no allocation");
+    CHECK_OK(kvt_agent_destroy(agent));
+}
+
+#if defined(__x86_64__)
+#define AUDIT_ARCH_NATIVE AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define AUDIT_ARCH_NATIVE AUDIT_ARCH_AARCH64
+#endif
+
+/* As on a kernel without SysV IPC: shmget, shmat, shmdt and shmctl fail with ENOSYS, every other call goes on. */
+static bool refuse_sysv_shared_memory(void) {
+    struct sock_filter program[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_NATIVE, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_shmget, 4, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_shmat, 3, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_shmdt, 2, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_shmctl, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+    };
+    struct sock_fprog filter = {.len = sizeof program / sizeof program[0], .filter = program};
+    return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &filter) == 0;
+}
+
+typedef struct {
+    const char *small_dir;   /* the 24 MiB tmpfs: /dev/shm, or a directory in a 128 MiB /dev/shm */
+    const char *ucx_setting; /* one more "UCX_…=…" in the child's environment, or NULL */
+    bool without_sysv;       /* SysV IPC calls fail with ENOSYS in the child */
+    const char *refusal;     /* the detail the 64 MiB refusal names; NULL runs allocation_in_a_small_shm */
+} small_shm;
+
+/* Runs allocation_in_a_small_shm in a child process this test puts into a new mount and IPC namespace (as
+ * `unshare --mount --ipc` would), kernel.shmmax at 8 MiB there and a 24 MiB tmpfs over `small_dir`: /dev/shm, or
+ * a directory inside a larger /dev/shm that UCX_POSIX_DIR names. */
+static void run_in_small_shm(small_shm setup) {
+    ONLY_ON_BACKEND(KVT_BACKEND_UCX, "the loopback backend allocates private memory, not shared memory");
+    const char *small_dir = setup.small_dir;
+    bool own_dir = strcmp(small_dir, "/dev/shm") != 0;
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    CHECK(n > 0, "readlink /proc/self/exe: %s", strerror(errno));
+    self[n] = '\0';
+    size_t count = 0;
+    while (environ[count]) count++;
+    char **env = calloc(count + 3, sizeof *env);
+    CHECK(env != NULL, "out of memory");
+    memcpy(env, environ, count * sizeof *env);
+    char refusal_setting[256];
+    snprintf(refusal_setting, sizeof refusal_setting, "KVT_TEST_REFUSAL=%s", setup.refusal ? setup.refusal : "");
+    env[count] = setup.refusal ? refusal_setting : "KVT_TEST_SMALL_SHM=1";
+    env[count + 1] = (char *)setup.ucx_setting;
+    char *const args[] = {self, "--case",
+                          setup.refusal ? "allocation_with_a_limit_unasked" : "allocation_in_a_small_shm", NULL};
+    fflush(NULL);
+    pid_t child = fork();
+    CHECK(child >= 0, "fork");
+    if (child == 0) {
+        if (unshare(CLONE_NEWNS | CLONE_NEWIPC) != 0) _exit(77);
+        if (mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) != 0) _exit(78);
+        if (own_dir && (mount("tmpfs", "/dev/shm", "tmpfs", 0, LARGE_SHM_OPTIONS) != 0 || mkdir(small_dir, 0700) != 0))
+            _exit(78);
+        if (mount("tmpfs", small_dir, "tmpfs", 0, SMALL_SHM_OPTIONS) != 0) _exit(78);
+        int fd = open("/proc/sys/kernel/shmmax", O_WRONLY);
+        if (fd < 0 || write(fd, SYSV_LIMIT, sizeof SYSV_LIMIT - 1) != (ssize_t)(sizeof SYSV_LIMIT - 1)) _exit(79);
+        close(fd);
+        if (setup.without_sysv && !refuse_sysv_shared_memory()) _exit(81);
+        execve(self, args, env);
+        _exit(80);
+    }
+    free(env);
+    int status = 0;
+    CHECK(waitpid(child, &status, 0) == child, "waitpid");
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 77) {
+        test_skip_reason = "a mount and IPC namespace need CAP_SYS_ADMIN (run as root)";
+        return;
+    }
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+          "the allocations in a small %s failed (exit %d, signal %d; 78: mount, 79: shmmax, 80: exec, 81: seccomp)",
+          small_dir, WIFEXITED(status) ? WEXITSTATUS(status) : -1, WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+/* A full /dev/shm (and SysV shared memory too small) is a typed refusal naming the size and /dev/shm,
+ * not a SIGBUS at first touch nor a silent private fallback. */
+static void full_dev_shm_is_a_typed_refusal(void) { run_in_small_shm((small_shm){"/dev/shm", NULL, false, NULL}); }
+
+/* With UCX_POSIX_DIR naming another directory, UCX's posix segments go there: the room asked before UCX is that
+ * directory's, not that of /dev/shm (which has room here). */
+static void full_posix_dir_is_a_typed_refusal(void) {
+    run_in_small_shm((small_shm){SMALL_POSIX_DIR, "UCX_POSIX_DIR=" SMALL_POSIX_DIR, false, NULL});
+}
+
+/* Without SysV IPC, UCX has no SysV segments either (its sysv transport fails the worker, so UCX_TLS leaves it out):
+ * SysV limits that cannot be asked count as no room, not as unlimited room that would let UCX write the small
+ * /dev/shm full before failing. */
+static void unaskable_sysv_is_no_room(void) {
+    run_in_small_shm(
+        (small_shm){"/dev/shm", "UCX_TLS=^sysv", true,
+                    "SysV shared memory could not be asked for its limits (shmctl: Function not implemented)"});
+}
+
+/* A UCX_POSIX_DIR statvfs cannot ask is one UCX 1.13 leaves its posix transport out for ("could not stat shared
+ * memory device"): no room there either. */
+static void unaskable_posix_dir_is_no_room(void) {
+    run_in_small_shm(
+        (small_shm){"/dev/shm", "UCX_POSIX_DIR=/dev/shm/missing", false,
+                    "/dev/shm/missing could not be asked for its free bytes (statvfs: No such file or directory)"});
+}
+
+TEST_MAIN("shared-memory", TEST(full_dev_shm_is_a_typed_refusal), TEST(full_posix_dir_is_a_typed_refusal),
+          TEST(unaskable_sysv_is_no_room), TEST(unaskable_posix_dir_is_no_room), TEST(allocation_in_a_small_shm),
+          TEST(allocation_with_a_limit_unasked))
