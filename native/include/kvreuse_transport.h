@@ -405,21 +405,20 @@ enum {
 };
 
 /**
- * Allocates `length` bytes (> 0) of page-aligned DRAM owned by the agent, in the form its backend
- * moves fastest (UCX: ucp_mem_map with UCP_MEM_MAP_ALLOCATE, a shared-memory segment that readers on
- * the same host copy from directly). Contents are unspecified. The memory is not registered: call
- * kvt_mem_register on exactly [address, address + length) to reuse the backend mapping at no extra
- * cost (a sub-range is mapped anew, like caller memory). `flags` is a mask of KVT_ALLOC_*.
- * Measured with UCX 1.13 on one host: other processes read such memory ~10x faster than caller
- * memory (malloc, framework banks), which they can only read through active messages answered by
- * this agent's progress thread.
+ * Allocates `length` bytes (> 0) of page-aligned DRAM owned by the agent, in the form its backend moves fastest (UCX:
+ * ucp_mem_map with UCP_MEM_MAP_ALLOCATE, a shared-memory segment that readers on the same host copy from directly).
+ * Contents are unspecified. The memory is not registered: call kvt_mem_register on exactly [address, address + length)
+ * to reuse the backend mapping at no extra cost (a sub-range is mapped anew, like caller memory). `flags` is a mask of
+ * KVT_ALLOC_*. Measured with UCX 1.13 on one host: other processes read such memory ~10x faster than caller memory
+ * (malloc, framework banks), which they can only read through active messages answered by this agent's progress thread.
  * Every page is backed before the call returns (prefaulted with MADV_POPULATE_WRITE on the calling thread, ~0.25 ms
  * per MiB here; kernels before 5.14 leave pages to their first touch), so memory the system cannot provide is refused
  * here, not at a later first touch. Errors: INVALID_PARAM (length 0 or above PTRDIFF_MAX, flags), NO_MEMORY when no
  * shared memory can hold `length` bytes (UCX tries SysV shared memory, then /dev/shm or UCX_POSIX_DIR: a length above
  * both kernel.shmmax and the bytes free there is refused before UCX writes any of it; its fallback to private memory is
  * refused, since readers could not map it) or the pages cannot be backed — the detail names the size, the backing and
- * the bytes free in that directory —, NOT_ALLOWED (mlock limit), BACKEND. A refusal leaves nothing allocated.
+ * the bytes free in that directory (or that statvfs could not ask it, and why) —, NOT_ALLOWED (mlock limit), BACKEND.
+ * A refusal leaves nothing allocated.
  */
 KVT_API kvt_status kvt_mem_alloc(uint32_t agent, uint64_t length, uint32_t flags, uint64_t *out_address);
 

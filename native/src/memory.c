@@ -128,12 +128,11 @@ static kvt_status prefault(const kvt_allocation *allocation) {
     char backing[256];
     bool shared;
     kvt_mapping_describe(allocation->address, backing, sizeof backing, &shared);
-    const char *posix_dir = kvt_posix_segment_dir();
+    char posix_free[KVT_FREE_BYTES_DESCRIPTION_SIZE];
+    kvt_free_bytes_describe(kvt_posix_segment_dir(), posix_free, sizeof posix_free);
     return kvt_fail(error == EFAULT || error == ENOMEM ? KVT_ERR_NO_MEMORY : KVT_ERR_BACKEND,
-                    "kvt_mem_alloc: the system cannot back %llu bytes (%s; prefaulting failed: %s); %s has %llu "
-                    "bytes free",
-                    (unsigned long long)allocation->length, backing, strerror(error), posix_dir,
-                    (unsigned long long)kvt_free_bytes_in(posix_dir));
+                    "kvt_mem_alloc: the system cannot back %llu bytes (%s; prefaulting failed: %s); %s",
+                    (unsigned long long)allocation->length, backing, strerror(error), posix_free);
 }
 
 /* Backs the pages of a fresh allocation and locks them when asked (sets allocation->locked). */

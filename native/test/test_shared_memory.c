@@ -244,6 +244,24 @@ static void unaskable_posix_dir_is_no_room(void) {
                     "/dev/shm/missing could not be asked for its free bytes (statvfs: No such file or directory)"});
 }
 
+/* UCX_TLS leaves SysV out and statvfs cannot ask UCX_POSIX_DIR: the room check passes on the SysV limits, UCX falls
+ * back to private memory, and the refusal says that the directory could not be asked, not that it has 0 bytes free. */
+static void private_fallback_names_an_unaskable_posix_dir(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_UCX, "the loopback backend allocates private memory, not shared memory");
+    setenv("UCX_TLS", "^sysv", 1);
+    setenv("UCX_POSIX_DIR", "/dev/shm/missing", 1);
+    uint32_t agent = make_agent("private-fallback");
+    uint64_t address = 0;
+    kvt_status status = kvt_mem_alloc(agent, 1u << 20, 0, &address);
+    unsetenv("UCX_POSIX_DIR");
+    unsetenv("UCX_TLS");
+    CHECK_STATUS(KVT_ERR_NO_MEMORY, status);
+    CHECK_DETAIL("fell back to private memory");
+    CHECK_DETAIL("/dev/shm/missing could not be asked for its free bytes (statvfs: No such file or directory)");
+    CHECK(counter(agent, KVT_COUNTER_LIVE_ALLOCATIONS) == 0, "the refusal left no allocation");
+    CHECK_OK(kvt_agent_destroy(agent));
+}
+
 TEST_MAIN("shared-memory", TEST(full_dev_shm_is_a_typed_refusal), TEST(full_posix_dir_is_a_typed_refusal),
           TEST(unaskable_sysv_is_no_room), TEST(unaskable_posix_dir_is_no_room), TEST(allocation_in_a_small_shm),
-          TEST(allocation_with_a_limit_unasked))
+          TEST(allocation_with_a_limit_unasked), TEST(private_fallback_names_an_unaskable_posix_dir))

@@ -93,9 +93,18 @@ static bool free_bytes(const char *dir, uint64_t *out) {
     return true;
 }
 
-uint64_t kvt_free_bytes_in(const char *dir) {
+/* What free_bytes answered for `dir` (`error` its errno when it could not ask), as a refusal's detail says it. */
+static void describe_free_bytes(const char *dir, bool known, uint64_t bytes, int error, char *out, size_t size) {
+    if (known)
+        snprintf(out, size, "%s has %llu bytes free", dir, (unsigned long long)bytes);
+    else
+        snprintf(out, size, "%s could not be asked for its free bytes (statvfs: %s)", dir, strerror(error));
+}
+
+void kvt_free_bytes_describe(const char *dir, char *out, size_t size) {
     uint64_t bytes = 0;
-    return free_bytes(dir, &bytes) ? bytes : 0;
+    bool known = free_bytes(dir, &bytes);
+    describe_free_bytes(dir, known, bytes, errno, out, size);
 }
 
 /* The largest segment SysV shared memory takes now into *out: kernel.shmmax, within the pages kernel.shmall leaves
@@ -124,12 +133,8 @@ bool kvt_shared_memory_room(uint64_t length, char *why, size_t why_size) {
     bool sysv_known = sysv_room_bytes(page, &sysv);
     int sysv_error = errno;
     if (segment <= posix_free || segment <= sysv) return true;
-    char posix[320], sysv_limit[160];
-    if (posix_known)
-        snprintf(posix, sizeof posix, "%s has %llu bytes free", dir, (unsigned long long)posix_free);
-    else
-        snprintf(posix, sizeof posix, "%s could not be asked for its free bytes (statvfs: %s)", dir,
-                 strerror(posix_error));
+    char posix[KVT_FREE_BYTES_DESCRIPTION_SIZE], sysv_limit[160];
+    describe_free_bytes(dir, posix_known, posix_free, posix_error, posix, sizeof posix);
     if (sysv_known)
         snprintf(sysv_limit, sizeof sysv_limit, "SysV shared memory takes at most %llu bytes",
                  (unsigned long long)sysv);

@@ -18,8 +18,11 @@ bool kvt_mapping_of_file(uint64_t address, uint64_t length, uint64_t device, uin
                          char *why, size_t why_size);
 /* The directory UCX's posix transport puts its segments in: UCX_POSIX_DIR, /dev/shm when unset (UCX's default). */
 const char *kvt_posix_segment_dir(void);
-/* Bytes free in the filesystem of `dir` (0 when it cannot be asked). */
-uint64_t kvt_free_bytes_in(const char *dir);
+/* The bytes free in the filesystem of `dir`, as a refusal's detail says it: "<dir> has N bytes free", or, when statvfs
+ * cannot ask it, that it could not be asked and why. */
+void kvt_free_bytes_describe(const char *dir, char *out, size_t size);
+/* Room for what kvt_free_bytes_describe writes (a long directory is cut short). */
+enum { KVT_FREE_BYTES_DESCRIPTION_SIZE = 320 };
 /* Whether SysV shared memory or kvt_posix_segment_dir() has room for a segment of `length` bytes (whole pages);
  * else false, with how much each has in `why`. A limit that cannot be asked counts as no room (`why` names it and
  * the error asking it). */

@@ -333,12 +333,11 @@ static kvt_status ucx_alloc(kvt_agent *agent, kvt_allocation *allocation, char *
     };
     ucp_mem_h memh;
     ucs_status_t status = ucp_mem_map(state->context, &params, &memh);
-    const char *posix_dir = kvt_posix_segment_dir();
+    char posix_free[KVT_FREE_BYTES_DESCRIPTION_SIZE];
     if (status != UCS_OK) {
-        snprintf(detail, detail_size,
-                 "kvt_mem_alloc: ucp_mem_map(ALLOCATE, %llu bytes) failed: %s (%s has %llu bytes free)",
-                 (unsigned long long)allocation->length, ucs_status_string(status), posix_dir,
-                 (unsigned long long)kvt_free_bytes_in(posix_dir));
+        kvt_free_bytes_describe(kvt_posix_segment_dir(), posix_free, sizeof posix_free);
+        snprintf(detail, detail_size, "kvt_mem_alloc: ucp_mem_map(ALLOCATE, %llu bytes) failed: %s (%s)",
+                 (unsigned long long)allocation->length, ucs_status_string(status), posix_free);
         return status == UCS_ERR_NO_MEMORY ? KVT_ERR_NO_MEMORY : KVT_ERR_BACKEND;
     }
     ucp_mem_attr_t attr = {.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH};
@@ -359,11 +358,11 @@ static kvt_status ucx_alloc(kvt_agent *agent, kvt_allocation *allocation, char *
     kvt_mapping_describe((uint64_t)(uintptr_t)attr.address, backing, sizeof backing, &shared);
     if (!shared && state->shared_memory) {
         ucp_mem_unmap(state->context, memh);
+        kvt_free_bytes_describe(kvt_posix_segment_dir(), posix_free, sizeof posix_free);
         snprintf(detail, detail_size,
-                 "kvt_mem_alloc: no shared memory for %llu bytes: SysV shared memory refused it and %s has "
-                 "%llu bytes free, so UCX fell back to private memory (%s) that readers cannot map",
-                 (unsigned long long)allocation->length, posix_dir, (unsigned long long)kvt_free_bytes_in(posix_dir),
-                 backing);
+                 "kvt_mem_alloc: no shared memory for %llu bytes: SysV shared memory refused it and %s, so UCX fell "
+                 "back to private memory (%s) that readers cannot map",
+                 (unsigned long long)allocation->length, posix_free, backing);
         return KVT_ERR_NO_MEMORY;
     }
     allocation->address = (uint64_t)(uintptr_t)attr.address;
