@@ -136,12 +136,14 @@ static void allocation_with_a_limit_unasked(void) {
     CHECK_OK(kvt_agent_destroy(agent));
 }
 
+/* The architecture seccomp names this build's system calls by; the filter below knows no other. */
 #if defined(__x86_64__)
 #define AUDIT_ARCH_NATIVE AUDIT_ARCH_X86_64
 #elif defined(__aarch64__)
 #define AUDIT_ARCH_NATIVE AUDIT_ARCH_AARCH64
 #endif
 
+#ifdef AUDIT_ARCH_NATIVE
 /* As on a kernel without SysV IPC: shmget, shmat, shmdt and shmctl fail with ENOSYS, every other call goes on. */
 static bool refuse_sysv_shared_memory(void) {
     struct sock_filter program[] = {
@@ -159,6 +161,7 @@ static bool refuse_sysv_shared_memory(void) {
     struct sock_fprog filter = {.len = sizeof program / sizeof program[0], .filter = program};
     return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &filter) == 0;
 }
+#endif
 
 typedef struct {
     const char *small_dir;   /* the 24 MiB tmpfs: /dev/shm, or a directory in a 128 MiB /dev/shm */
@@ -201,7 +204,9 @@ static void run_in_small_shm(small_shm setup) {
         int fd = open("/proc/sys/kernel/shmmax", O_WRONLY);
         if (fd < 0 || write(fd, SYSV_LIMIT, sizeof SYSV_LIMIT - 1) != (ssize_t)(sizeof SYSV_LIMIT - 1)) _exit(79);
         close(fd);
+#ifdef AUDIT_ARCH_NATIVE
         if (setup.without_sysv && !refuse_sysv_shared_memory()) _exit(81);
+#endif
         execve(self, args, env);
         _exit(80);
     }
@@ -231,6 +236,10 @@ static void full_posix_dir_is_a_typed_refusal(void) {
  * SysV limits that cannot be asked count as no room, not as unlimited room that would let UCX write the small
  * /dev/shm full before failing. */
 static void unaskable_sysv_is_no_room(void) {
+#ifndef AUDIT_ARCH_NATIVE
+    test_skip_reason = "the seccomp filter that refuses SysV IPC knows the system calls of x86_64 and aarch64 only";
+    return;
+#endif
     run_in_small_shm(
         (small_shm){"/dev/shm", "UCX_TLS=^sysv", true,
                     "SysV shared memory could not be asked for its limits (shmctl: Function not implemented)"});
