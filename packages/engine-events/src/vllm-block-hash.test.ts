@@ -67,6 +67,20 @@ describe('vLLM sha256_cbor block hashes', () => {
     expect.assertions(6);
   });
 
+  it('refuses options, a parent or extra keys of another type instead of hashing them', () => {
+    const noneHash = vllmNoneHash('0');
+    const refused = (argument: string) => expect.objectContaining({ code: 'ENGINE_EVENTS_INVALID_INPUT', argument });
+    expect(() => hashVllmBlockChain([1], undefined as never)).toThrow(refused('options'));
+    expect(() => hashVllmBlockChain([1], { blockSize: 1, noneHash, parent: 'ab' as never })).toThrow(refused('parent'));
+    expect(() => hashVllmBlockChain([1], { blockSize: 1, noneHash, parent: 7 as never })).toThrow(refused('parent'));
+    expect(() => hashVllmBlockChain([1], { blockSize: 1, noneHash, extraKeys: 'ab' as never })).toThrow(
+      refused('extraKeys'),
+    );
+    expect(() => hashVllmBlockChain([1, 2], { blockSize: 1, noneHash, extraKeys: [null, 'ab'] as never })).toThrow(
+      refused('extraKeys[1]'),
+    );
+  });
+
   it('writes every head in its shortest form', () => {
     const cases: [CborValue, string][] = [
       [23, '17'],

@@ -41,6 +41,8 @@ export interface VllmHashChainOptions {
  * its parent block i − 1's hash (the first block's `parent`, or `noneHash` when it has none).
  */
 export function hashVllmBlockChain(tokens: ArrayLike<number>, options: VllmHashChainOptions): Uint8Array[] {
+  if (options === null || typeof options !== 'object')
+    throw new EngineEventsInputError('options', options, 'options are { blockSize, noneHash, parent?, extraKeys? }');
   const { blockSize, noneHash, parent = null, extraKeys = [] } = options;
   if (!Number.isSafeInteger(blockSize) || blockSize < 1)
     throw new EngineEventsInputError('blockSize', blockSize, 'tokens per block is a whole number ≥ 1');
@@ -48,6 +50,14 @@ export function hashVllmBlockChain(tokens: ArrayLike<number>, options: VllmHashC
     throw new EngineEventsInputError('noneHash', noneHash, 'the seed hash is non-empty bytes (vllmNoneHash)');
   if (tokens === null || typeof tokens !== 'object' || typeof tokens.length !== 'number')
     throw new EngineEventsInputError('tokens', tokens, 'tokens are an array or typed array of token ids');
+  if (parent !== null && !(parent instanceof Uint8Array))
+    throw new EngineEventsInputError('parent', parent, "the parent is a block's hash as bytes, or null");
+  if (!Array.isArray(extraKeys))
+    throw new EngineEventsInputError('extraKeys', extraKeys, "extra keys are an array of each block's keys");
+  extraKeys.forEach((keys: unknown, block) => {
+    if (keys !== null && keys !== undefined && !Array.isArray(keys))
+      throw new EngineEventsInputError(`extraKeys[${block}]`, keys, "a block's extra keys are an array, or null");
+  });
   const chain: Uint8Array[] = [];
   // vLLM replaces any falsy parent (None or empty bytes) by NONE_HASH.
   let previous = parent === null || parent.length === 0 ? noneHash : parent;
