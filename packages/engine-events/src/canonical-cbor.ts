@@ -13,7 +13,7 @@ const maxUint64 = (1n << 64n) - 1n;
  */
 export function encodeCanonicalCbor(value: CborValue): Uint8Array {
   const out: number[] = [];
-  write(out, value, 'value');
+  write(out, value, 'value', new Set());
   return Uint8Array.from(out);
 }
 
@@ -38,7 +38,8 @@ function writeInteger(out: number[], value: bigint, path: string): void {
   else throw new EngineEventsInputError(path, value, 'an integer is within ±2^64 (no CBOR bignums)');
 }
 
-function write(out: number[], value: CborValue, path: string): void {
+/** `arrays`: the arrays `value` is inside of, so that an array holding itself is refused, not recursed into forever. */
+function write(out: number[], value: CborValue, path: string, arrays: Set<readonly CborValue[]>): void {
   if (value === null) out.push(0xf6);
   else if (value === true) out.push(0xf5);
   else if (value === false) out.push(0xf4);
@@ -54,8 +55,12 @@ function write(out: number[], value: CborValue, path: string): void {
     head(out, 2, value.length);
     for (const byte of value) out.push(byte);
   } else if (Array.isArray(value)) {
+    if (arrays.has(value)) throw new EngineEventsInputError(path, value, 'an array does not hold itself');
+    arrays.add(value);
     head(out, 4, value.length);
-    value.forEach((item: CborValue, i) => write(out, item, `${path}[${i}]`));
+    // A loop, not forEach: a hole is read as undefined and refused, never left out of an array its head counts.
+    for (let i = 0; i < value.length; i++) write(out, value[i] as CborValue, `${path}[${i}]`, arrays);
+    arrays.delete(value);
   } else {
     throw new EngineEventsInputError(
       path,

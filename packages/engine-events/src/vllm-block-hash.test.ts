@@ -81,6 +81,17 @@ describe('vLLM sha256_cbor block hashes', () => {
     );
   });
 
+  it('refuses an array with a hole or one that holds itself', () => {
+    const refused = (path: string) => expect.objectContaining({ code: 'ENGINE_EVENTS_INVALID_INPUT', argument: path });
+    // eslint-disable-next-line no-sparse-arrays
+    expect(() => encodeCanonicalCbor([, 1] as never)).toThrow(refused('value[0]'));
+    const loop: CborValue[] = [1];
+    loop.push(loop);
+    expect(() => encodeCanonicalCbor([loop])).toThrow(refused('value[0][1]'));
+    const shared = [1];
+    expect(hex(encodeCanonicalCbor([shared, shared]))).toBe('8281018101');
+  });
+
   it('writes every head in its shortest form', () => {
     const cases: [CborValue, string][] = [
       [23, '17'],
