@@ -205,6 +205,31 @@ describe('EngineEventSubscriber closed while it repairs a gap', () => {
   });
 });
 
+describe('EngineEventSubscriber whose options object is changed after it opened', () => {
+  it('goes on with the options it was given', async () => {
+    const engine = await TestEngine.open();
+    opened.push(engine);
+    const feed = new EngineInventoryFeed({ inventory: new RetainedInventory(), scheme });
+    let applied!: () => void;
+    const batch = new Promise<void>((resolve) => (applied = resolve));
+    const options = {
+      endpoint: engine.endpoint,
+      workerId: 'engine-a/dp0',
+      feed,
+      onEvent: (event: EngineSubscriberEvent) => event.kind === 'batch' && applied(),
+    };
+    const subscriber = new EngineEventSubscriber(options);
+    opened.push(subscriber);
+    options.workerId = 'someone-else/dp0';
+    await engine.waitForSubscribers();
+    await engine.store(conversation(0, 1));
+    await batch;
+    expect(subscriber.workerId).toBe('engine-a/dp0');
+    expect(feed.heldBlocks('engine-a/dp0')).toEqual({ gpu: 1, host: 0 });
+    expect(feed.identity('someone-else/dp0')).toBeUndefined();
+  });
+});
+
 describe('EngineEventSubscriber when the inventory refuses a batch', () => {
   it('counts it with the reason and goes on', async () => {
     const { engine, inventory, until, subscriber } = await follow();
@@ -336,6 +361,46 @@ describe('subscribeEngineRanks', () => {
       expect(() => subscribeEngineRanks({ ...ranks, endpoint: `ipc:///tmp/${'k'.repeat(99)}` })).toThrow();
       expect(connect).toHaveBeenCalled();
       expect(close).toHaveBeenCalledTimes(connect.mock.calls.length);
+    } finally {
+      vi.restoreAllMocks();
+    }
+  });
+
+  it('refuses missing options and an engine that is not a name, before it connects', () => {
+    const connect = vi.spyOn(Subscriber.prototype, 'connect').mockClear();
+    try {
+      const feed = new EngineInventoryFeed({ inventory: new RetainedInventory(), scheme });
+      const refused = (argument: string) => expect.objectContaining({ code: 'ENGINE_EVENTS_INVALID_INPUT', argument });
+      expect(() => subscribeEngineRanks(null as never)).toThrow(refused('options'));
+      for (const engine of [undefined, '', 7])
+        expect(() => subscribeEngineRanks({ engine, endpoint: 'inproc://engine-e', feed } as never)).toThrow(
+          refused('options.engine'),
+        );
+      expect(connect).not.toHaveBeenCalled();
+    } finally {
+      vi.restoreAllMocks();
+    }
+  });
+});
+
+describe('EngineEventSubscriber given options of another type', () => {
+  it('refuses each, naming it, before it connects', () => {
+    // Cleared: vitest hands back the spy an earlier test made, with the calls it saw then.
+    const connect = vi.spyOn(Subscriber.prototype, 'connect').mockClear();
+    try {
+      const feed = new EngineInventoryFeed({ inventory: new RetainedInventory(), scheme });
+      const valid = { endpoint: 'inproc://engine-d', workerId: 'engine-d/dp0', feed };
+      for (const [argument, wrong] of [
+        ['options.topic', { topic: 5 }],
+        ['options.feed', { feed: undefined }],
+        ['options.feed', { feed: { apply: () => {}, restart: () => true } }],
+        ['options.onEvent', { onEvent: 'log' }],
+        ['options.now', { now: 0 }],
+      ] as const)
+        expect(() => new EngineEventSubscriber({ ...valid, ...wrong } as never)).toThrow(
+          expect.objectContaining({ code: 'ENGINE_EVENTS_INVALID_INPUT', argument }),
+        );
+      expect(connect).not.toHaveBeenCalled();
     } finally {
       vi.restoreAllMocks();
     }

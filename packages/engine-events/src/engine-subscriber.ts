@@ -2,7 +2,7 @@ import { isKvreuseError } from '@kvreuse/errors';
 import { Subscriber } from 'zeromq';
 import { EngineBatchDecoder } from './decode-batch.js';
 import type { EngineEventBatch } from './engine-event.js';
-import type { EngineInventoryFeed, FeedOutcome, SkipReason } from './engine-inventory-feed.js';
+import { EngineInventoryFeed, type FeedOutcome, type SkipReason } from './engine-inventory-feed.js';
 import { EngineEventsInputError, RankPortError } from './errors.js';
 import { ReplayClient } from './replay-client.js';
 
@@ -106,7 +106,8 @@ export class EngineEventSubscriber {
 
   constructor(options: EngineSubscriberOptions) {
     checkOptions(options);
-    this.#options = options;
+    // A copy: what the caller changes in its options object afterwards does not reach the subscriber.
+    this.#options = { ...options };
     this.#now = options.now ?? Date.now;
     this.#counters = freshCounters();
     this.#socket = new Subscriber({ linger: 0 });
@@ -300,6 +301,14 @@ function checkOptions(options: EngineSubscriberOptions): void {
     (typeof options.replayEndpoint !== 'string' || options.replayEndpoint === '')
   )
     throw new EngineEventsInputError('options.replayEndpoint', options.replayEndpoint, 'a non-empty string when given');
+  if (options.topic !== undefined && typeof options.topic !== 'string')
+    throw new EngineEventsInputError('options.topic', options.topic, 'a topic prefix is a string when given');
+  if (!(options.feed instanceof EngineInventoryFeed))
+    throw new EngineEventsInputError('options.feed', options.feed, 'an EngineInventoryFeed');
+  for (const name of ['now', 'onEvent'] as const) {
+    if (options[name] !== undefined && typeof options[name] !== 'function')
+      throw new EngineEventsInputError(`options.${name}`, options[name], 'a function when given');
+  }
   const timeout = options.replayTimeoutMs;
   if (timeout !== undefined && (!Number.isSafeInteger(timeout) || timeout < 1))
     throw new EngineEventsInputError('options.replayTimeoutMs', timeout, 'a whole number of ms ≥ 1');
@@ -336,7 +345,11 @@ export type EngineRanksOptions = Omit<EngineSubscriberOptions, 'workerId' | 'end
 
 /** One subscriber per data-parallel rank of an engine. */
 export function subscribeEngineRanks(options: EngineRanksOptions): EngineEventSubscriber[] {
+  if (options === null || typeof options !== 'object')
+    throw new EngineEventsInputError('options', options, 'options are { engine, endpoint, feed, … }');
   const { engine, endpoint, replayEndpoint, ranks = 1, ...common } = options;
+  if (typeof engine !== 'string' || engine.length === 0)
+    throw new EngineEventsInputError('options.engine', engine, "an engine's name is a non-empty string");
   if (!Number.isSafeInteger(ranks) || ranks < 1)
     throw new EngineEventsInputError('options.ranks', ranks, 'a number of ranks is a whole number ≥ 1');
   // Every rank's endpoints first: a refused one opens nothing.
