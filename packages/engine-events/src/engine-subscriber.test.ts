@@ -205,6 +205,29 @@ describe('EngineEventSubscriber closed while it repairs a gap', () => {
   });
 });
 
+describe('EngineEventSubscriber closed by its own onEvent', () => {
+  it('asks for no replay once closed on a gap', async () => {
+    let closing: Promise<void> | undefined;
+    const { engine, subscriber, seen } = await follow(
+      {},
+      {
+        onEvent: (event) => {
+          seen.push(event);
+          if (event.kind === 'gap') closing = subscriber.close();
+        },
+      },
+    );
+    engine.dropNext();
+    await engine.store(conversation(0, 1));
+    await engine.store(conversation(300, 1));
+    // The receive loop ends only once the gap's onEvent closed the subscriber.
+    await subscriber.done;
+    await closing;
+    expect(seen).toEqual([{ kind: 'gap', from: 0n, to: 1n }]);
+    expect(subscriber.metrics()).toMatchObject({ gaps: 1, replays: 0, batches: 0 });
+  });
+});
+
 describe('EngineEventSubscriber whose options object is changed after it opened', () => {
   it('goes on with the options it was given', async () => {
     const engine = await TestEngine.open();

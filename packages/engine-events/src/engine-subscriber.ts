@@ -188,6 +188,8 @@ export class EngineEventSubscriber {
     counters.gaps += 1;
     counters.missedBatches += Number(seq - from);
     this.#emit({ kind: 'gap', from, to: seq });
+    // Closed by the gap's own onEvent: no replay is asked for.
+    if (this.#closed) return;
     let batches = 0;
     if (this.#replay !== undefined) {
       counters.replays += 1;
