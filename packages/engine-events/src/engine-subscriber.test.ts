@@ -228,6 +228,38 @@ describe('EngineEventSubscriber closed by its own onEvent', () => {
   });
 });
 
+describe('EngineEventSubscriber whose onEvent throws', () => {
+  it('reports it as a warning and goes on with the next batch', async () => {
+    const warn = vi.spyOn(process, 'emitWarning').mockImplementation(() => {});
+    try {
+      const kinds: string[] = [];
+      let settled!: () => void;
+      const secondBatchOrFailure = new Promise<void>((resolve) => (settled = resolve));
+      const { engine, prefix } = await follow(
+        {},
+        {
+          onEvent: (event) => {
+            kinds.push(event.kind);
+            if (event.kind === 'failed' || kinds.length === 2) settled();
+            if (kinds.length === 1) throw new Error('the log is full');
+          },
+        },
+      );
+      await engine.store(conversation(0, 1));
+      await engine.store(conversation(300, 1));
+      await secondBatchOrFailure;
+      expect(kinds).toEqual(['batch', 'batch']);
+      expect(prefix(conversation(0, 1))?.blocks).toBe(1);
+      expect(prefix(conversation(300, 1))?.blocks).toBe(1);
+      expect(warn).toHaveBeenCalledWith(
+        'engine events: onEvent of engine-a/dp0 threw on a "batch" event: the log is full',
+      );
+    } finally {
+      warn.mockRestore();
+    }
+  });
+});
+
 describe('EngineEventSubscriber whose options object is changed after it opened', () => {
   it('goes on with the options it was given', async () => {
     const engine = await TestEngine.open();

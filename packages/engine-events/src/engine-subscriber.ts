@@ -257,8 +257,15 @@ export class EngineEventSubscriber {
     this.#emit({ kind: 'malformed', seq, reason });
   }
 
+  /** A throwing `onEvent` is reported as a process warning: it neither stops the subscriber nor undoes what it did. */
   #emit(event: EngineSubscriberEvent): void {
-    this.#options.onEvent?.(event);
+    try {
+      this.#options.onEvent?.(event);
+    } catch (error) {
+      process.emitWarning(
+        `engine events: onEvent of ${this.#options.workerId} threw on a "${event.kind}" event: ${error instanceof Error ? error.message : String(error)}`,
+      );
+    }
   }
 }
 
