@@ -57,6 +57,31 @@ describe('EngineInventoryFeed', () => {
     );
   });
 
+  it('refuses a batch of the wrong shape, naming the field, and leaves the worker as it was', () => {
+    const { feed } = open();
+    const refused = (argument: string) => expect.objectContaining({ code: 'ENGINE_EVENTS_INVALID_INPUT', argument });
+    feed.apply('w', batch(stored(0, 2)));
+    const removal = { type: 'BlockRemoved', medium: null, groupIdx: null } as const;
+    for (const [argument, malformed] of [
+      ['batch', null],
+      ['batch.events', { ...batch(), events: undefined }],
+      ['batch.events[1].type', batch(stored(2, 3), { type: 'BlockEvicted' } as never)],
+      ['batch.events[1].blockHashes[0]', batch(stored(2, 3), { ...removal, blockHashes: [new Uint8Array(4)] })],
+      ['batch.events[0].blockHashes', batch({ ...removal, blockHashes: undefined } as never)],
+      ['batch.events[0].parentBlockHash', batch(stored(2, 3, { parentBlockHash: 'p' as never }))],
+      ['batch.events[0].tokenIds[1]', batch(stored(0, 1, { tokenIds: [500, -1, 502, 503] }))],
+      ['batch.events[0].blockSize', batch(stored(0, 1, { blockSize: Number.NaN }))],
+      ['batch.events[0].extraKeys', batch(stored(0, 1, { extraKeys: 'lora' as never }))],
+      ['batch.events[0].medium', batch(stored(0, 1, { medium: 1 as never }))],
+    ] as const) {
+      expect(() => feed.apply('w', malformed as never)).toThrow(refused(argument));
+      expect(() => feed.apply('new', malformed as never)).toThrow(refused(argument));
+    }
+    expect(feed.heldBlocks('w')).toEqual({ gpu: 2, host: 0 });
+    expect(feed.kvreuseHashOf('w', vllmIntBlockHash(digests[2]!))).toBeUndefined();
+    expect(feed.identity('new')).toBeUndefined();
+  });
+
   it('indexes blocks an engine stored in runs so that a prompt hashed by kvreuse meets them', () => {
     const { inventory, feed } = open();
     expect(feed.apply('vllm-0/dp0', batch(stored(0, 3), stored(3, 8, { medium: 'CPU' })))).toEqual({

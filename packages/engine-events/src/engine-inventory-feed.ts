@@ -5,6 +5,7 @@ import {
   RetainedInventory,
   type RetentionTier,
 } from '@kvreuse/inventory';
+import { checkEventBatch } from './batch-shape.js';
 import type { BlockRemoved, BlockStored, EngineBlockHash, EngineEventBatch } from './engine-event.js';
 import { checkEngineHash, EngineHashIndex } from './engine-hash-index.js';
 import { EngineEventsInputError } from './errors.js';
@@ -172,6 +173,7 @@ export class EngineInventoryFeed {
    * error is thrown) or ignores (`FeedOutcome.ignored`) leaves the worker's index as it was.
    */
   apply(workerId: string, batch: EngineEventBatch): FeedOutcome {
+    checkEventBatch(batch);
     const worker = this.#worker(workerId);
     this.#journal.begin(worker);
     try {
