@@ -82,6 +82,19 @@ describe('EngineInventoryFeed', () => {
     expect(feed.identity('new')).toBeUndefined();
   });
 
+  it('keeps no worker whose first batch or restart the inventory refuses', () => {
+    const { inventory, feed } = open();
+    // Another writer holds epochs 1 and 2 of these worker ids under other incarnations: refused.
+    inventory.apply({ workerId: 'w', incarnation: 'someone-else', epoch: 1, seq: 1, events: [] });
+    inventory.apply({ workerId: 'v', incarnation: 'someone-else', epoch: 2, seq: 1, events: [] });
+    expect(() => feed.apply('w', batch(stored(0, 2)))).toThrow(
+      expect.objectContaining({ code: 'INVENTORY_INVALID_EVENT' }),
+    );
+    expect(() => feed.restart('v')).toThrow(expect.objectContaining({ code: 'INVENTORY_INVALID_EVENT' }));
+    expect(feed.identity('w')).toBeUndefined();
+    expect(feed.identity('v')).toBeUndefined();
+  });
+
   it('indexes blocks an engine stored in runs so that a prompt hashed by kvreuse meets them', () => {
     const { inventory, feed } = open();
     expect(feed.apply('vllm-0/dp0', batch(stored(0, 3), stored(3, 8, { medium: 'CPU' })))).toEqual({

@@ -176,12 +176,15 @@ export class EngineInventoryFeed {
     checkEventBatch(batch);
     const worker = this.#worker(workerId);
     this.#journal.begin(worker);
+    let outcome: FeedOutcome;
     try {
-      return this.#apply(workerId, worker, batch);
+      outcome = this.#apply(workerId, worker, batch);
     } catch (error) {
       this.#journal.takeBack(worker);
       throw error;
     }
+    this.#workers.set(workerId, worker);
+    return outcome;
   }
 
   #apply(workerId: string, worker: FeedWorker, batch: EngineEventBatch): FeedOutcome {
@@ -230,7 +233,9 @@ export class EngineInventoryFeed {
     const restarts = worker.restarts + 1;
     const epoch = worker.epoch + 1;
     const incarnation = this.#incarnationOf(workerId, restarts);
-    if (!this.#inventory.apply({ workerId, incarnation, epoch, seq: 0, events: [] })) return false;
+    const applied = this.#inventory.apply({ workerId, incarnation, epoch, seq: 0, events: [] });
+    this.#workers.set(workerId, worker);
+    if (!applied) return false;
     worker.restarts = restarts;
     worker.epoch = epoch;
     worker.incarnation = incarnation;
@@ -245,22 +250,20 @@ export class EngineInventoryFeed {
     return this.#inventory.removeWorker(workerId);
   }
 
+  /** The worker, or a new one that the caller keeps (`#workers`) only if the inventory does not refuse its first change. */
   #worker(workerId: string): FeedWorker {
-    let worker = this.#workers.get(workerId);
-    if (worker === undefined) {
-      if (typeof workerId !== 'string' || workerId.length === 0)
-        throw new EngineEventsInputError('workerId', workerId, 'a worker id is a non-empty string');
-      worker = {
-        incarnation: this.#incarnationOf(workerId, 0),
-        epoch: 1,
-        seq: 0,
-        restarts: 0,
-        chains: new EngineHashIndex(),
-        held: { gpu: 0, host: 0 },
-      };
-      this.#workers.set(workerId, worker);
-    }
-    return worker;
+    const worker = this.#workers.get(workerId);
+    if (worker !== undefined) return worker;
+    if (typeof workerId !== 'string' || workerId.length === 0)
+      throw new EngineEventsInputError('workerId', workerId, 'a worker id is a non-empty string');
+    return {
+      incarnation: this.#incarnationOf(workerId, 0),
+      epoch: 1,
+      seq: 0,
+      restarts: 0,
+      chains: new EngineHashIndex(),
+      held: { gpu: 0, host: 0 },
+    };
   }
 
   /** Indexes a run of stored blocks; the removals of blocks whose hash it moves go to `events` (see `#move`). */
