@@ -35,6 +35,24 @@ describe('DeadlineScheduler', () => {
     expect(clock.pending).toBe(0);
   });
 
+  it('still fires the later deadlines when a callback throws', () => {
+    const fired: string[] = [];
+    const clock = new ManualClock();
+    const scheduler = new DeadlineScheduler(clock);
+    const breaks = () => {
+      fired.push('a');
+      throw new Error('a broke');
+    };
+    scheduler.schedule(10, breaks);
+    scheduler.schedule(10, () => fired.push('b'));
+    scheduler.schedule(20, () => fired.push('c'));
+    expect(() => clock.advance(10)).toThrow('a broke');
+    expect(scheduler.size).toBe(2);
+    clock.advance(10);
+    expect(fired).toEqual(['a', 'b', 'c']);
+    expect(scheduler.size).toBe(0);
+  });
+
   it('calls one shared callback with the subject each deadline was scheduled for', () => {
     const clock = new ManualClock();
     const scheduler = new DeadlineScheduler(clock);

@@ -95,16 +95,20 @@ export class DeadlineScheduler {
   runDue(): void {
     this.#disarm();
     const now = this.#clock.now();
-    for (;;) {
-      this.#dropCancelled();
-      const top = this.#heap[0];
-      if (top === undefined || top.at > now) break;
-      this.#pop();
-      top.cancelled = true;
-      this.#book.live -= 1;
-      top.fire(top.subject);
+    // Armed again even when a callback throws: the deadlines after it still fire (the throw goes on to the caller).
+    try {
+      for (;;) {
+        this.#dropCancelled();
+        const top = this.#heap[0];
+        if (top === undefined || top.at > now) break;
+        this.#pop();
+        top.cancelled = true;
+        this.#book.live -= 1;
+        top.fire(top.subject);
+      }
+    } finally {
+      this.#arm();
     }
-    this.#arm();
   }
 
   /** Cancels every pending deadline and the timer, in constant time. */
