@@ -30,6 +30,7 @@ describe('shutdownOnSignals', () => {
     expect(() => shutdownOnSignals(controller, { target, signals: 'SIGTERM' } as never)).toThrow(refused('signals'));
     expect(() => shutdownOnSignals(controller, { target: { on: () => {} } } as never)).toThrow(refused('target.off'));
     expect(() => shutdownOnSignals(controller, { target, onResult: 'log' } as never)).toThrow(refused('onResult'));
+    expect(() => shutdownOnSignals(controller, { target, exit: 'no' } as never)).toThrow(refused('exit'));
     expect(handlers.size).toBe(0);
   });
 
@@ -45,6 +46,15 @@ describe('shutdownOnSignals', () => {
     expect(exits).toEqual([0, 0]);
     expect(results).toBe(2);
     expect(w.reader.isOpen).toBe(false);
+    dispose();
+    expect(handlers.size).toBe(0);
+  });
+
+  it('removes the handlers it installed when the signals array was changed since', () => {
+    const { handlers, target } = fakeProcess();
+    const signals: NodeJS.Signals[] = ['SIGTERM'];
+    const dispose = shutdownOnSignals({ shutdown: () => new Promise<never>(() => {}) }, { target, signals });
+    signals[0] = 'SIGHUP';
     dispose();
     expect(handlers.size).toBe(0);
   });

@@ -47,18 +47,21 @@ export function shutdownOnSignals(
       checkFunction(`target.${method}`, checkOptionsObject('target', options.target)[method]);
   for (const hook of ['onResult', 'onError', 'exitCode'] as const)
     if (options[hook] !== undefined) checkFunction(hook, options[hook]);
-  const target = options.target ?? process;
-  const signals = options.signals ?? ['SIGTERM', 'SIGINT'];
+  if (options.exit !== undefined && typeof options.exit !== 'boolean')
+    throw new InvalidDrainOptionError('exit', options.exit, 'must be true or false');
+  // Read once, here: what the caller changes in its options afterwards neither adds nor strands a handler.
+  const { target = process, onResult, onError, exit = true } = options;
+  const signals = [...(options.signals ?? ['SIGTERM', 'SIGINT'])];
   const exitCode = options.exitCode ?? ((result: ShutdownResult) => (result.retained ? 1 : 0));
   const handler = () => {
     controller.shutdown().then(
       (result) => {
-        options.onResult?.(result);
-        if (options.exit !== false) target.exit(exitCode(result));
+        onResult?.(result);
+        if (exit) target.exit(exitCode(result));
       },
       (error: unknown) => {
-        options.onError?.(error);
-        if (options.exit !== false) target.exit(1);
+        onError?.(error);
+        if (exit) target.exit(1);
       },
     );
   };
