@@ -59,6 +59,24 @@ describe('shutdownOnSignals', () => {
     expect(handlers.size).toBe(0);
   });
 
+  it('passes a throwing onResult to onError and still exits, with 1', async () => {
+    const w = await world();
+    const { handlers, exits, target } = fakeProcess();
+    const errors: unknown[] = [];
+    shutdownOnSignals(w.controller, {
+      target,
+      signals: ['SIGTERM'],
+      onResult: () => {
+        throw new Error('the log is closed');
+      },
+      onError: (error) => errors.push(error),
+    });
+    handlers.get('SIGTERM')!();
+    await settled(w.controller.shutdown());
+    expect(errors).toEqual([new Error('the log is closed')]);
+    expect(exits).toEqual([1]);
+  });
+
   it('exits with 1 when something was retained', async () => {
     const w = await world();
     await refusedBank(w);

@@ -16,7 +16,7 @@ export interface ShutdownSignalOptions {
   readonly target?: SignalTarget;
   /** Called with the result before the process exits (e.g. to log it). */
   readonly onResult?: (result: ShutdownResult) => void;
-  /** Called when shutdown itself threw. */
+  /** Called when shutdown itself threw, or `onResult` or `exitCode` did (the process then exits with 1). */
   readonly onError?: (error: unknown) => void;
   /** Exit once shut down, with `exitCode(result)`; default true. */
   readonly exit?: boolean;
@@ -53,17 +53,24 @@ export function shutdownOnSignals(
   const { target = process, onResult, onError, exit = true } = options;
   const signals = [...(options.signals ?? ['SIGTERM', 'SIGINT'])];
   const exitCode = options.exitCode ?? ((result: ShutdownResult) => (result.retained ? 1 : 0));
+  const failed = (error: unknown) => {
+    try {
+      onError?.(error);
+    } finally {
+      if (exit) target.exit(1);
+    }
+  };
   const handler = () => {
-    controller.shutdown().then(
-      (result) => {
+    controller.shutdown().then((result) => {
+      let code: number;
+      try {
         onResult?.(result);
-        if (exit) target.exit(exitCode(result));
-      },
-      (error: unknown) => {
-        onError?.(error);
-        if (exit) target.exit(1);
-      },
-    );
+        code = exitCode(result);
+      } catch (error) {
+        return failed(error);
+      }
+      if (exit) target.exit(code);
+    }, failed);
   };
   for (const signal of signals) target.on(signal, handler);
   return () => {
