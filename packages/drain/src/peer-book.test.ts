@@ -60,6 +60,10 @@ describe('PeerBook', () => {
   it('refuses unknown peers, and bad names and incarnations', () => {
     const book = new PeerBook();
     expect(() => book.admit({ name: 'nobody', incarnation: 'x', generation: 1n })).toThrow(PeerFencedError);
+    for (const ticket of [undefined, null, 'decode-0'])
+      expect(() => book.admit(ticket as never)).toThrow(
+        expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option: 'ticket' }),
+      );
     expect(() => book.track('', 'x', fakePeer(1))).toThrow(InvalidDrainOptionError);
     expect(() => book.track('p', '', fakePeer(1))).toThrow(/incarnation of peer p/);
     expect(() => book.track('p', 'x', undefined as never)).toThrow(

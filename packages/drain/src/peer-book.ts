@@ -95,6 +95,7 @@ export class PeerBook {
    * (generation), or unhealthy. Returns the native handle to post with.
    */
   admit(ticket: PeerTicket): TrackedPeer {
+    checkOptionsObject('ticket', ticket);
     const record = this.#records.get(ticket.name);
     if (record === undefined) throw new PeerFencedError(ticket.name, 'tracking', ticket.incarnation, 'not tracked');
     if (record.incarnation !== ticket.incarnation) {
