@@ -84,4 +84,15 @@ describe('decideLoad', () => {
       expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option: 'parts[0]' }),
     );
   });
+
+  it("refuses a part whose outcome or quiescence is not the ledger's, naming it", () => {
+    const refused = (option: string) => expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option });
+    for (const outcome of [undefined, { ok: 'yes' }, { ok: false }, { ok: false, error: 'timed out' }])
+      expect(() =>
+        decideLoad({ policy: 'recompute', parts: [ok(1), { ...ok(1), outcome } as never], verify: all }),
+      ).toThrow(refused('parts[1].outcome'));
+    expect(() =>
+      decideLoad({ policy: 'recompute', parts: [{ ...ok(1), quiescence: 'done' as never }], verify: all }),
+    ).toThrow(refused('parts[0].quiescence'));
+  });
 });

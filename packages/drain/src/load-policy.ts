@@ -52,6 +52,16 @@ export function decideLoad(input: LoadInput): LoadDecision {
     if (!Number.isSafeInteger(part.blocks) || part.blocks < 1) {
       throw new InvalidDrainOptionError(`parts[${index}].blocks`, part.blocks, 'must be a positive integer');
     }
+    const outcome: unknown = part.outcome;
+    const ok = (outcome as { ok?: unknown } | null | undefined)?.ok;
+    if (ok !== true && !(ok === false && (outcome as { error?: unknown }).error instanceof Error)) {
+      throw new InvalidDrainOptionError(
+        `parts[${index}].outcome`,
+        outcome,
+        "must be the operation's outcome: { ok: true, … } or { ok: false, error }",
+      );
+    }
+    if (part.quiescence !== undefined) checkOptionsObject(`parts[${index}].quiescence`, part.quiescence);
     total += part.blocks;
   });
   let valid = 0;
