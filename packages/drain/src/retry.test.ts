@@ -29,6 +29,13 @@ describe('backoffDelay', () => {
     expect(() => backoffDelay(1, 10, 50, undefined as never)).toThrow(expect.objectContaining({ option: 'random' }));
   });
 
+  it('refuses a random source that draws outside [0, 1), naming what it drew', () => {
+    for (const draw of [1, 2.5, -0.1, Number.NaN, '0.5'])
+      expect(() => backoffDelay(2, 10, 50, () => draw as number)).toThrow(
+        expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option: 'random()', value: draw }),
+      );
+  });
+
   it('doubles the ceiling each attempt until the cap', () => {
     const top = () => 0.999999;
     expect([1, 2, 3, 4, 5].map((attempt) => backoffDelay(attempt, 10, 50, top))).toEqual([9, 19, 39, 49, 49]);

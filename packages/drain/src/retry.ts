@@ -28,7 +28,10 @@ export function backoffDelay(attempt: number, baseDelayMs: number, maxDelayMs: n
   checkDelays({ baseDelayMs, maxDelayMs });
   checkFunction('random', random);
   const ceiling = Math.min(maxDelayMs, baseDelayMs * 2 ** Math.min(attempt - 1, 52));
-  return Math.floor(random() * ceiling);
+  const draw = random();
+  if (typeof draw !== 'number' || !(draw >= 0 && draw < 1))
+    throw new InvalidDrainOptionError('random()', draw, 'must return a number in [0, 1)');
+  return Math.floor(draw * ceiling);
 }
 
 const defaultSleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
