@@ -103,6 +103,21 @@ describe('DrainController', () => {
     refused(() => w.controller.addRank({ tpRank: -1, ppRank: 0, banks: [] } as never), 'rank.tpRank');
   });
 
+  it("drains the banks a rank held when it was added, whatever the caller's array holds since", async () => {
+    const w = await world();
+    const controller = new DrainController({ ledger: w.ledger, shutdownDeadlineMs: 10_000 });
+    const banks = [w.banks[0]!];
+    controller.addRank({ ...w.ranks[0]!, banks });
+    banks.push(w.banks[1]!);
+    controller.addRank({ ...w.ranks[0]!, banks: [w.banks[1]!] });
+    const result = await controller.shutdown();
+    expect(result.report.banksReturned.map((label) => [label.tpRank, label.index])).toEqual([
+      [0, 1],
+      [0, 0],
+    ]);
+    expect(result.retained).toBe(false);
+  });
+
   it('refuses bad deadlines, hooks that are not functions and ranks added once draining began', async () => {
     const w = await world();
     expect(() => new DrainController({ ledger: w.ledger, shutdownDeadlineMs: -1 })).toThrow(InvalidDrainOptionError);

@@ -249,7 +249,8 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
         { tpRank: rank.tpRank, ppRank: rank.ppRank },
         `holds a bank of a rank already added (${formatBank(shared.label())}): each bank is drained once`,
       );
-    this.#ranks.push(rank);
+    // Its banks as they are now: a bank the caller adds to its array afterwards is not drained twice.
+    this.#ranks.push({ ...rank, banks: [...rank.banks] });
   }
 
   on<Event extends keyof DrainEvents>(event: Event, listener: DrainEvents[Event]): () => void {
