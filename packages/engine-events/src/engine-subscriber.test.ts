@@ -205,6 +205,26 @@ describe('EngineEventSubscriber closed while it repairs a gap', () => {
   });
 });
 
+describe('EngineEventSubscriber closed twice', () => {
+  it('resolves the second close, too, only once its receive loop has ended', async () => {
+    // A replay socket that takes requests and never answers: the receive loop waits in the replay.
+    const silent = new Router({ linger: 0 });
+    await silent.bind('tcp://127.0.0.1:*');
+    opened.push(silent);
+    const { engine, subscriber } = await follow({}, { replayEndpoint: silent.lastEndpoint! });
+    engine.dropNext();
+    await engine.store(conversation(0, 1));
+    await engine.store(conversation(300, 1));
+    await silent.receive();
+    let ended = false;
+    void subscriber.done.then(() => (ended = true));
+    const first = subscriber.close();
+    await subscriber.close();
+    expect(ended).toBe(true);
+    await first;
+  });
+});
+
 describe('EngineEventSubscriber closed by its own onEvent', () => {
   it('asks for no replay once closed on a gap', async () => {
     let closing: Promise<void> | undefined;

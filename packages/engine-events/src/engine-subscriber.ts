@@ -140,11 +140,13 @@ export class EngineEventSubscriber {
     return structuredClone(this.#counters);
   }
 
+  /** Closes its sockets; every call, the first or a later one, resolves once the receive loop has ended. */
   async close(): Promise<void> {
-    if (this.#closed) return;
-    this.#closed = true;
-    this.#socket.close();
-    this.#replay?.close();
+    if (!this.#closed) {
+      this.#closed = true;
+      this.#socket.close();
+      this.#replay?.close();
+    }
     await this.done;
   }
 
