@@ -121,6 +121,23 @@ describe('EngineBatchDecoder on recorded streams', () => {
     ]);
   });
 
+  it('reports a payload that is not bytes as malformed instead of throwing', () => {
+    for (const [payload, shown] of [
+      [undefined, 'undefined'],
+      [null, 'null'],
+      ['payload', '"payload"'],
+      [[0x93], '[147]'],
+      [147, '147'],
+    ] as const) {
+      const result = decoder.decode(payload as never);
+      expect(result).toEqual({
+        ok: false,
+        error: expect.objectContaining({ code: 'ENGINE_EVENTS_MALFORMED', path: '' }),
+      });
+      if (!result.ok) expect(result.error.reason).toBe(`a payload is bytes (a Uint8Array), not ${shown}`);
+    }
+  });
+
   it('reports extra keys that are no msgpack value as malformed instead of throwing', async () => {
     const { Encoder } = await import('@msgpack/msgpack');
     const encoder = new Encoder();

@@ -1,3 +1,4 @@
+import { describeValue } from '@kvreuse/errors';
 import { Decoder } from '@msgpack/msgpack';
 import { Reader, readBatch } from './batch-reader.js';
 import type { BlockRemoved, BlockStored, EngineBlockHash, EngineEvent, EngineEventBatch } from './engine-event.js';
@@ -183,6 +184,13 @@ export class EngineBatchDecoder {
   readonly #reader = new Reader(this.#decoder);
 
   decode(payload: Uint8Array): DecodeResult {
+    if (!(payload instanceof Uint8Array)) {
+      const error = new MalformedEngineEventError(
+        '',
+        `a payload is bytes (a Uint8Array), not ${describeValue(payload)}`,
+      );
+      return { ok: false, error };
+    }
     const batch = readBatch(this.#reader, payload);
     return batch !== undefined ? { ok: true, batch } : decodeGenerically(this.#decoder, payload);
   }
