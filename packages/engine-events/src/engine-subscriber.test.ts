@@ -382,6 +382,16 @@ describe('EngineEventSubscriber given an endpoint ZMQ cannot connect to', () => 
   });
 });
 
+describe('registerEngineEventMetrics', () => {
+  it('refuses a registry or a subscriber list that is not one, naming it, and registers nothing', async () => {
+    const registry = new Registry();
+    const refused = (argument: string) => expect.objectContaining({ code: 'ENGINE_EVENTS_INVALID_INPUT', argument });
+    expect(() => registerEngineEventMetrics({} as never, () => [])).toThrow(refused('registry'));
+    expect(() => registerEngineEventMetrics(registry, [] as never)).toThrow(refused('subscribers'));
+    expect(registry.getMetricsAsArray()).toEqual([]);
+  });
+});
+
 describe('rankEndpoint', () => {
   it('derives each data-parallel rank as vLLM does', () => {
     expect(rankEndpoint('tcp://10.0.0.5:5557', 0)).toBe('tcp://10.0.0.5:5557');

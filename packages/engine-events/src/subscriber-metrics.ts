@@ -1,5 +1,6 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { EngineEventSubscriber, EngineSubscriberMetrics } from './engine-subscriber.js';
+import { EngineEventsInputError } from './errors.js';
 
 /** One counter: its name, help, and the labelled values it reads from a subscriber's metrics. */
 interface CounterSpec {
@@ -69,6 +70,11 @@ export function registerEngineEventMetrics(
   registry: Registry,
   subscribers: () => readonly EngineEventSubscriber[],
 ): void {
+  if (typeof (registry as Partial<Registry> | null)?.registerMetric !== 'function')
+    throw new EngineEventsInputError('registry', registry, 'a prom-client Registry');
+  // Checked here, not at the first scrape, where the error would be the scrape's.
+  if (typeof subscribers !== 'function')
+    throw new EngineEventsInputError('subscribers', subscribers, 'a function returning the subscribers to report');
   for (const spec of counters) {
     new Counter({
       name: `kvreuse_engine_event_${spec.name}`,
