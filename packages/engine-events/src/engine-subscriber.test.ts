@@ -481,6 +481,8 @@ describe('EngineEventSubscriber given options of another type', () => {
         ['options.feed', { feed: { apply: () => {}, restart: () => true } }],
         ['options.onEvent', { onEvent: 'log' }],
         ['options.now', { now: 0 }],
+        ['options.replayTimeoutMs', { replayTimeoutMs: 2 ** 31 }],
+        ['options.replayTimeoutMs', { replayTimeoutMs: 2 ** 40 }],
       ] as const)
         expect(() => new EngineEventSubscriber({ ...valid, ...wrong } as never)).toThrow(
           expect.objectContaining({ code: 'ENGINE_EVENTS_INVALID_INPUT', argument }),

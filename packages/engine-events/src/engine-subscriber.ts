@@ -300,6 +300,9 @@ function freshCounters(): Counters {
   };
 }
 
+/** ZMQ's receive timeout is a C int: a longer one is refused (2^31) or wraps around (2^40 reads as 0). */
+const maxReplayTimeoutMs = 2 ** 31 - 1;
+
 function checkOptions(options: EngineSubscriberOptions): void {
   if (options === null || typeof options !== 'object')
     throw new EngineEventsInputError('options', options, 'options are { endpoint, workerId, feed, … }');
@@ -321,8 +324,12 @@ function checkOptions(options: EngineSubscriberOptions): void {
       throw new EngineEventsInputError(`options.${name}`, options[name], 'a function when given');
   }
   const timeout = options.replayTimeoutMs;
-  if (timeout !== undefined && (!Number.isSafeInteger(timeout) || timeout < 1))
-    throw new EngineEventsInputError('options.replayTimeoutMs', timeout, 'a whole number of ms ≥ 1');
+  if (timeout !== undefined && (!Number.isSafeInteger(timeout) || timeout < 1 || timeout > maxReplayTimeoutMs))
+    throw new EngineEventsInputError(
+      'options.replayTimeoutMs',
+      timeout,
+      `a whole number of ms from 1 to ${maxReplayTimeoutMs} (ZMQ's longest receive timeout)`,
+    );
 }
 
 /**
