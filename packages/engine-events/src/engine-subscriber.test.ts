@@ -316,6 +316,27 @@ describe('EngineEventSubscriber when the inventory refuses a batch', () => {
   });
 });
 
+describe('EngineEventSubscriber when the inventory refuses a restart', () => {
+  it('stops with a failed event naming the refusal, its sockets closed, the worker as it was', async () => {
+    const { engine, inventory, feed, batches, until, seen, subscriber } = await follow();
+    await engine.store(conversation(0, 1));
+    await batches(1);
+    // Another writer holds the epoch the restart would take under another incarnation: the restart is refused.
+    inventory.apply({ workerId: 'engine-a/dp0', incarnation: 'someone-else', epoch: 2, seq: 1, events: [] });
+    engine.restart();
+    await engine.store(conversation(800, 1));
+    await until((events) => events.some((event) => event.kind === 'failed'));
+    await subscriber.done;
+    expect(seen.map((event) => event.kind)).toEqual(['batch', 'failed']);
+    expect(seen[1]).toEqual({
+      kind: 'failed',
+      reason: 'inventory event: incarnation = "engine-a/dp0#1" is refused: epoch 2 belongs to incarnation someone-else',
+    });
+    expect(feed.identity('engine-a/dp0')).toEqual({ incarnation: 'engine-a/dp0#0', epoch: 1 });
+    expect(subscriber.metrics()).toMatchObject({ restarts: 0, ignoredRestarts: 0, batches: 1 });
+  });
+});
+
 describe('EngineEventSubscriber when the inventory ignores a batch', () => {
   it('reports it as ignored and counts it apart from the batches applied', async () => {
     const { engine, inventory, batches, seen, subscriber, prefix } = await follow();
