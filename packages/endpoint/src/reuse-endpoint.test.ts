@@ -290,6 +290,22 @@ describe('ReuseEndpoint', () => {
     );
   });
 
+  it('refuses drain() and close() options that are no object with a typed error, and changes nothing', async () => {
+    const store = openStore();
+    const { endpoint, transitions } = await rankEndpoint(store, 0);
+    await endpoint.register();
+    await expect(endpoint.drain(undefined as never)).rejects.toThrow(
+      new EndpointOptionError('options', undefined, "drain()'s options: { deadlineMs }"),
+    );
+    await expect(endpoint.close(null as never)).rejects.toThrow(
+      new EndpointOptionError('options', null, "close()'s options: { deadlineMs? }"),
+    );
+    await expect(endpoint.drain({} as never)).rejects.toThrow(
+      'endpoint option deadlineMs = undefined is refused: a whole number of milliseconds, at least 0',
+    );
+    expect([endpoint.state, transitions.map(({ to }) => to)]).toEqual(['registered', ['registering', 'registered']]);
+  });
+
   it('a newer incarnation superseding this one: the old endpoint is never ready again, the new one is', async () => {
     const store = openStore();
     /** Both ranks of one incarnation, registered and published; resolves with rank 0. */

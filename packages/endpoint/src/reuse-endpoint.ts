@@ -552,16 +552,15 @@ export class ReuseEndpoint {
    * pulls release (`pinsReleased()`), withdraws its part (the worker turns not ready) and its inventory,
    * waits for readers' pins, stops intake, waits for its own operations (cancelling, then quarantining,
    * those that outlive the deadline), deregisters and hands banks back, all within one `deadlineMs`. Once
-   * only. A `deadlineMs` that is not a whole number of milliseconds, at least 0, is refused
-   * (`EndpointOptionError`) before anything moves.
+   * only. Options that are no object, or a `deadlineMs` that is not a whole number of milliseconds, at
+   * least 0, are refused (`EndpointOptionError`) before anything moves.
    */
   async drain(options: { readonly deadlineMs: number }): Promise<EndpointDrainReport> {
     this.#lifecycle.require('drain', ['registered', 'published', 'ready']);
-    const refused = deadlineRefusal(options.deadlineMs);
-    if (refused !== undefined) throw refused;
-    this.#lifecycle.move('draining', `drain({ deadlineMs: ${options.deadlineMs} })`);
-    const left = await this.#stopTransfers(options.deadlineMs);
-    const report = await this.#drain.drain({ ...options, deadlineMs: left });
+    const deadlineMs = deadlineOf(options, 'drain');
+    this.#lifecycle.move('draining', `drain({ deadlineMs: ${deadlineMs} })`);
+    const left = await this.#stopTransfers(deadlineMs);
+    const report = await this.#drain.drain({ deadlineMs: left });
     this.#options.metrics?.banks({
       registered: 0,
       retained: report.banksRetained.length,
@@ -605,15 +604,19 @@ export class ReuseEndpoint {
    * not done, invalidates peers, closes the agent (with what is left), then its pin client (a pull still
    * awaiting a pin ends with `READER_CLOSED`) and last the metrics listener (so the drain can be watched).
    * Its report lists the pins waited for, as `drain()`'s does. Idempotent: later calls return the first
-   * result. A `deadlineMs` that is not a whole number of milliseconds, at
-   * least 0, is refused (`EndpointOptionError`) before anything moves.
+   * result. Options that are no object, or a `deadlineMs` that is not a whole number of milliseconds, at
+   * least 0, are refused (`EndpointOptionError`) before anything moves.
    */
   close(options: { readonly deadlineMs?: number } = {}): Promise<EndpointShutdownResult> {
     if (this.#shutdown !== undefined) return this.#shutdown;
     this.#lifecycle.require('close', ['created', 'registered', 'published', 'ready', 'drained']);
-    const refused = options.deadlineMs === undefined ? undefined : deadlineRefusal(options.deadlineMs);
-    if (refused !== undefined) return Promise.reject(refused);
-    this.#shutdown = this.#close(options)
+    let deadlineMs: number;
+    try {
+      deadlineMs = deadlineOf(options, 'close') ?? this.#options.settings.transport.shutdownDeadlineMs;
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    this.#shutdown = this.#close(deadlineMs)
       .then((result) => ({ ...result, report: this.#withPins(result.report) }))
       .finally(() => {
         // A pull the close went on without ends now, not at its pin timeout; no renewal timer is left.
@@ -623,9 +626,8 @@ export class ReuseEndpoint {
     return this.#shutdown;
   }
 
-  async #close(given: { readonly deadlineMs?: number }): Promise<ShutdownResult> {
-    const deadlineMs = given.deadlineMs ?? this.#options.settings.transport.shutdownDeadlineMs;
-    const options = { ...given, deadlineMs: await this.#stopTransfers(deadlineMs) };
+  async #close(deadlineMs: number): Promise<ShutdownResult> {
+    const options = { deadlineMs: await this.#stopTransfers(deadlineMs) };
     const state = this.#lifecycle.state;
     if (state === 'registered' || state === 'published' || state === 'ready')
       this.#lifecycle.move('draining', 'close() before drain()');
@@ -659,10 +661,23 @@ export class ReuseEndpoint {
   }
 }
 
-/** Why a drain's or a shutdown's deadline is refused (it must be a whole number of milliseconds, at least 0). */
-function deadlineRefusal(deadlineMs: unknown): EndpointOptionError | undefined {
-  if (Number.isSafeInteger(deadlineMs) && (deadlineMs as number) >= 0) return undefined;
-  return new EndpointOptionError('deadlineMs', deadlineMs, 'a whole number of milliseconds, at least 0');
+/**
+ * The deadline a `drain()` (which requires one) or a `close()` (undefined: the default) is given, read once;
+ * `EndpointOptionError` unless its options are an object and the deadline a whole number of milliseconds, at least 0.
+ */
+function deadlineOf(options: unknown, call: 'drain'): number;
+function deadlineOf(options: unknown, call: 'close'): number | undefined;
+function deadlineOf(options: unknown, call: 'drain' | 'close'): number | undefined {
+  if (typeof options !== 'object' || options === null)
+    throw new EndpointOptionError(
+      'options',
+      options,
+      `${call}()'s options: { deadlineMs${call === 'close' ? '?' : ''} }`,
+    );
+  const { deadlineMs } = options as { readonly deadlineMs?: unknown };
+  if (deadlineMs === undefined && call === 'close') return undefined;
+  if (Number.isSafeInteger(deadlineMs) && (deadlineMs as number) >= 0) return deadlineMs as number;
+  throw new EndpointOptionError('deadlineMs', deadlineMs, 'a whole number of milliseconds, at least 0');
 }
 
 /** The rank's banks laid out from its worker's geometry, allocated by its agent, their pages touched, adopted as kvreuse's. */
