@@ -117,6 +117,29 @@ function checkServeOptions(options: ReuseEndpointOptions, serve: ServeOptions): 
     );
 }
 
+/**
+ * The endpoint's own copy of checked options: the data it reads after the checks (its identity and rank,
+ * the settings groups, the lists of banks, bank bytes and gates, `serve` and its inventory) is copied, so
+ * that the caller changing its objects later changes nothing the endpoint was given. The agent, store,
+ * secret, banks, adapter and functions are the caller's own, shared by design.
+ */
+export function ownedOptions(options: ReuseEndpointOptions): ReuseEndpointOptions {
+  const { settings, serve, bankBytes, gates } = options;
+  const groups = Object.fromEntries(Object.entries(settings).map(([group, values]) => [group, { ...values }]));
+  return {
+    ...options,
+    worker: { ...options.worker },
+    rank: { ...options.rank },
+    banks: [...options.banks],
+    settings: groups as unknown as ReuseEndpointOptions['settings'],
+    ...(bankBytes === undefined ? {} : { bankBytes: [...bankBytes] }),
+    ...(gates === undefined ? {} : { gates: [...gates] }),
+    ...(serve === undefined
+      ? {}
+      : { serve: { ...serve, ...(serve.inventory === undefined ? {} : { inventory: { ...serve.inventory } }) } }),
+  };
+}
+
 /** Refuses options an endpoint cannot run with (`EndpointOptionError`, naming the option); changes nothing. */
 export function checkOptions(options: ReuseEndpointOptions): void {
   if (typeof options !== 'object' || options === null)

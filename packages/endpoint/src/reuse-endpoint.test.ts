@@ -10,6 +10,7 @@ import { EndpointOptionError, MetricsPortError } from './errors.js';
 import { EndpointNotReadyError, EndpointStateError } from './lifecycle.js';
 import type { EndpointTransition } from './lifecycle.js';
 import { EndpointMetrics } from './metrics.js';
+import type { ReuseEndpointOptions } from './endpoint-options.js';
 import { ReuseEndpoint } from './reuse-endpoint.js';
 import { thisHost } from './this-host.js';
 
@@ -38,7 +39,12 @@ async function rankEndpoint(
   store: MemoryDiscoveryStore,
   tpRank: number,
   extra: { metrics?: EndpointMetrics; incarnation?: string; metricsPort?: number } = {},
-): Promise<{ endpoint: ReuseEndpoint; agent: Agent; transitions: EndpointTransition[] }> {
+): Promise<{
+  endpoint: ReuseEndpoint;
+  agent: Agent;
+  transitions: EndpointTransition[];
+  options: ReuseEndpointOptions;
+}> {
   const identity = worker(extra.incarnation);
   const agent = await transport.createAgent({
     name: `${identity.workerId}-${identity.incarnation}-tp${tpRank}-${process.pid}`,
@@ -55,7 +61,7 @@ async function rankEndpoint(
     extra.metricsPort === undefined
       ? settings
       : { ...settings, endpoint: { ...settings.endpoint, metricsPort: extra.metricsPort } };
-  const endpoint = new ReuseEndpoint({
+  const options: ReuseEndpointOptions = {
     agent,
     discovery: store,
     secret,
@@ -64,11 +70,12 @@ async function rankEndpoint(
     banks,
     settings: rankSettings,
     ...(extra.metrics === undefined ? {} : { metrics: extra.metrics }),
-  });
+  };
+  const endpoint = new ReuseEndpoint(options);
   const transitions: EndpointTransition[] = [];
   endpoint.onTransition((transition) => transitions.push(transition));
   cleanups.push(() => endpoint.close());
-  return { endpoint, agent, transitions };
+  return { endpoint, agent, transitions, options };
 }
 
 /** An HTTP server holding a port the system picked on 127.0.0.1, closed after the test. */
@@ -304,6 +311,17 @@ describe('ReuseEndpoint', () => {
       'endpoint option deadlineMs = undefined is refused: a whole number of milliseconds, at least 0',
     );
     expect([endpoint.state, transitions.map(({ to }) => to)]).toEqual(['registered', ['registering', 'registered']]);
+  });
+
+  it('keeps its own copy of the options: the caller changing its settings and bank list afterwards changes nothing', async () => {
+    const store = openStore();
+    const { endpoint, options } = await rankEndpoint(store, 0, { metricsPort: 0 });
+    // A metrics port without the metrics the checks require, and no banks: both refused had they come first.
+    Object.assign(options.settings.endpoint as object, { metricsPort: 9 });
+    (options.banks as Bank[]).splice(0);
+    expect((await endpoint.register()).banks).toHaveLength(56);
+    expect(endpoint.metricsListener).toBeUndefined();
+    expect((await endpoint.close()).report.banksReturned).toHaveLength(56);
   });
 
   it('a newer incarnation superseding this one: the old endpoint is never ready again, the new one is', async () => {

@@ -32,7 +32,7 @@ import {
 } from '@kvreuse/registry';
 import type { RankBankBytes } from './block-checksum.js';
 import { WorkerWatches } from './discovered-workers.js';
-import { checkOptions, type ReuseEndpointOptions } from './endpoint-options.js';
+import { checkOptions, ownedOptions, type ReuseEndpointOptions } from './endpoint-options.js';
 import { EndpointOptionError } from './errors.js';
 import type { PullReceipt } from './pull-receipt.js';
 import type { PullRequest } from './pull-request.js';
@@ -103,7 +103,8 @@ function pinsOf(options: ReuseEndpointOptions, clock: Clock): { channel: PinChan
  * of the worker is published and every gate passes; `whenReady()`) → `drain()` → `close()`. Every
  * transition is reported (`onTransition`); a call the state does not allow throws `EndpointStateError`
  * and changes nothing. A failed registration leaves every bank with its owner and the endpoint
- * `created`; a failed publication leaves it `registered`; both can be retried.
+ * `created`; a failed publication leaves it `registered`; both can be retried. It keeps its own copy of
+ * the options' data: the caller changing those objects afterwards changes nothing it was given.
  */
 export class ReuseEndpoint {
   readonly #options: ReuseEndpointOptions;
@@ -136,22 +137,23 @@ export class ReuseEndpoint {
 
   constructor(options: ReuseEndpointOptions) {
     checkOptions(options);
-    this.#options = options;
-    this.#clock = options.clock ?? systemClock;
+    const own = ownedOptions(options);
+    this.#options = own;
+    this.#clock = own.clock ?? systemClock;
     this.peers = new PeerBook(() => this.#clock.now());
     this.ledger = new OperationLedger<PostRequest, PostBlocksRequest>({
-      agent: options.agent,
+      agent: own.agent,
       peers: this.peers,
-      timeouts: options.settings.transport,
+      timeouts: own.settings.transport,
       clock: this.#clock,
     });
-    const { withdrawInventory, waitForReaders } = options;
+    const { withdrawInventory, waitForReaders } = own;
     this.#drain = new DrainController<PostRequest>({
       ledger: this.ledger,
-      shutdownDeadlineMs: options.settings.transport.shutdownDeadlineMs,
-      agent: options.agent,
+      shutdownDeadlineMs: own.settings.transport.shutdownDeadlineMs,
+      agent: own.agent,
       withdrawRankParts: () => this.#withdrawPublication(),
-      ...(options.serve === undefined && withdrawInventory === undefined
+      ...(own.serve === undefined && withdrawInventory === undefined
         ? {}
         : {
             withdrawInventory: async () => {
@@ -159,7 +161,7 @@ export class ReuseEndpoint {
               await withdrawInventory?.();
             },
           }),
-      ...(options.serve !== undefined
+      ...(own.serve !== undefined
         ? {
             waitForReaders: (wait) =>
               this.#sourceSide?.waitForReaders(wait) ?? Promise.resolve({ released: 0, lapsed: 0, outstanding: 0 }),
@@ -168,9 +170,8 @@ export class ReuseEndpoint {
           ? {}
           : { waitForReaders }),
     });
-    const { worker, rank, agent, discovery, secret, keyPrefix, admissionGate, bankBytes, metrics, calibration } =
-      options;
-    const pins = pinsOf(options, this.#clock);
+    const { worker, rank, agent, discovery, secret, keyPrefix, admissionGate, bankBytes, metrics, calibration } = own;
+    const pins = pinsOf(own, this.#clock);
     this.#pinChannel = pins.channel;
     this.#pinClient = pins.client;
     this.#notifications.addHandler((notification) => this.#pinClient.receive(notification));
@@ -203,8 +204,8 @@ export class ReuseEndpoint {
       workers: this.#workers,
       templates: this.#templates,
       remotePeers,
-      defaultPolicy: options.settings.drain?.failedLoadPolicy ?? 'recompute',
-      defaultVerify: options.settings.endpoint?.verify ?? 'full',
+      defaultPolicy: own.settings.drain?.failedLoadPolicy ?? 'recompute',
+      defaultVerify: own.settings.endpoint?.verify ?? 'full',
       now: () => this.#clock.now(),
       ...(admissionGate === undefined ? {} : { admissionGate }),
       ...(bankBytes === undefined ? {} : { bankBytes }),
