@@ -566,6 +566,47 @@ describe('ReuseEndpoint.pull', () => {
     expect(reader.endpoint.ledger.counts().posted).toBe(0);
   });
 
+  it('refuses a hint without its blocks or hashes, a hash outside 64 bits, a start that is no block position and a signal that is no AbortSignal, before anything is pinned', async () => {
+    const { decode, reader, pinsHeld } = await pair();
+    const hint = hintFor(decode, 2);
+    const refused = (request: object) =>
+      reader.endpoint.pull({ destinationBlocks: destinationBlocks(2), ...request } as never);
+    await expect(refused({ hint: { ...hint, blocks: undefined } })).rejects.toMatchObject({
+      code: 'INVALID_ENDPOINT_OPTION',
+      option: 'request.hint',
+    });
+    await expect(refused({ hint: { ...hint, hashes: undefined } })).rejects.toMatchObject({
+      code: 'INVALID_ENDPOINT_OPTION',
+      option: 'request.hint.hashes',
+    });
+    await expect(refused({ hint: { ...hint, hashes: [-1n, 0x1001n] } })).rejects.toThrow(
+      "endpoint option request.hint.hashes = [-1n,4097n] is refused: the hinted blocks' hashes: a BigUint64Array or an array of bigints of 0 to 2^64 - 1",
+    );
+    await expect(refused({ hint: { ...hint, hashes: ['0x1000', '0x1001'] } })).rejects.toMatchObject({
+      option: 'request.hint.hashes',
+    });
+    await expect(refused({ hint: { ...hint, blocks: { start: Number.NaN, count: 2 } } })).rejects.toMatchObject({
+      code: 'INVALID_ENDPOINT_OPTION',
+      option: 'request.hint.blocks.start',
+    });
+    await expect(refused({ hint, signal: { aborted: false } })).rejects.toMatchObject({
+      code: 'INVALID_ENDPOINT_OPTION',
+      option: 'request.signal',
+    });
+    expect(pinsHeld()).toEqual([0, 0]);
+    expect(reader.endpoint.ledger.counts().posted).toBe(0);
+  });
+
+  it('pulls into the blocks it was given: the caller changing its destination blocks and hashes once pull() returned changes nothing', async () => {
+    const { decode, reader } = await pair();
+    const hint = hintFor(decode, 2);
+    const blocks = destinationBlocks(2);
+    const pulled = reader.endpoint.pull({ hint, destinationBlocks: blocks });
+    blocks[1] = 0xffff_fff0;
+    (hint.hashes as BigUint64Array)[0] = 0xdeadn;
+    expect(await pulled).toMatchObject({ requested: 2, blocks: 2, recomputed: { blocks: 0, reasons: [] } });
+  });
+
   /** The reads of both rank pairs, given up on when a pin was lost (`why` is in its detail). */
   const readsGivenUp = (why: string) =>
     [0, 1].map((pair) =>

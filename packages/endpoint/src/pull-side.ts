@@ -68,22 +68,35 @@ export interface PullingRank {
 
 const refuseSource = (why: string): Error => new PullRefusedError('source-not-ready', why);
 
-/** The one check of a pull request's shape and block list; `pullPinned` trusts it. */
-function checkRequest(request: PullRequest, defaultVerify: VerifyMode): { verify: VerifyMode } {
+/** A pull request as checked: the pull's own copy of the hint's blocks and hashes and of the destination blocks. */
+interface CheckedRequest extends PullRequest {
+  readonly hint: PullRequest['hint'] & { readonly hashes: BigUint64Array };
+}
+
+const maxHash = (1n << 64n) - 1n;
+
+/**
+ * The one check of a pull request's shape and block list; `pullPinned` trusts it. Answers the request with
+ * copies of what the pull reads after it awaits: the caller changing its arrays meanwhile changes nothing.
+ */
+function checkedRequest(
+  request: PullRequest,
+  defaultVerify: VerifyMode,
+): { request: CheckedRequest; verify: VerifyMode } {
   if (typeof request !== 'object' || request === null)
     throw new EndpointOptionError('request', request, 'a pull request { hint, destinationBlocks, … }');
-  const { hint, destinationBlocks } = request;
-  if (typeof hint !== 'object' || hint === null)
+  const { hint, destinationBlocks, signal } = request;
+  if (typeof hint !== 'object' || hint === null || typeof hint.blocks !== 'object' || hint.blocks === null)
     throw new EndpointOptionError('request.hint', hint, "the router's pull hint (RouteDecision.source)");
-  if (
-    !(destinationBlocks instanceof Uint32Array) ||
-    destinationBlocks.length !== hint.blocks.count ||
-    hint.hashes.length !== hint.blocks.count
-  ) {
+  const { start, count } = hint.blocks;
+  if (!Number.isSafeInteger(start) || start < 0 || start > 0xffffffff)
+    throw new EndpointOptionError('request.hint.blocks.start', start, 'a whole number of blocks, 0 to 2^32 - 1');
+  const hashes = hashesOf(hint.hashes);
+  if (!(destinationBlocks instanceof Uint32Array) || destinationBlocks.length !== count || hashes.length !== count) {
     throw new EndpointOptionError(
       'request.destinationBlocks',
       destinationBlocks,
-      `a Uint32Array of one block per hinted block (${hint.blocks.count}, with as many hashes)`,
+      `a Uint32Array of one block per hinted block (${count}, with as many hashes)`,
     );
   }
   const verify = request.verify ?? defaultVerify;
@@ -96,7 +109,26 @@ function checkRequest(request: PullRequest, defaultVerify: VerifyMode): { verify
     throw new EndpointOptionError('request.policy', request.policy, "'fail' or 'recompute'");
   if (request.beforeRelease !== undefined && typeof request.beforeRelease !== 'function')
     throw new EndpointOptionError('request.beforeRelease', request.beforeRelease, 'a function (pins) => Promise');
-  return { verify };
+  if (signal !== undefined && !(signal instanceof AbortSignal))
+    throw new EndpointOptionError('request.signal', signal, 'an AbortSignal');
+  const checked = {
+    ...request,
+    hint: { ...hint, blocks: { start, count }, hashes },
+    destinationBlocks: destinationBlocks.slice(),
+  };
+  return { request: checked, verify };
+}
+
+/** The hint's block hashes, copied; `EndpointOptionError` unless each is a bigint of 0 to 2^64 - 1. */
+function hashesOf(hashes: unknown): BigUint64Array {
+  if (hashes instanceof BigUint64Array) return hashes.slice();
+  if (Array.isArray(hashes) && hashes.every((hash) => typeof hash === 'bigint' && hash >= 0n && hash <= maxHash))
+    return BigUint64Array.from(hashes as bigint[]);
+  throw new EndpointOptionError(
+    'request.hint.hashes',
+    hashes,
+    "the hinted blocks' hashes: a BigUint64Array or an array of bigints of 0 to 2^64 - 1",
+  );
 }
 
 export class PullSide {
@@ -121,10 +153,9 @@ export class PullSide {
   /** Pins the hint's blocks at every source rank: the pins granted, the refusals, and the round trip's time. */
   async #pin(
     sources: ReadonlyMap<RankPart, { peer: Peer; ticket: PeerTicket }>,
-    hint: PullRequest['hint'],
+    hint: CheckedRequest['hint'],
     verify: VerifyMode,
   ): Promise<{ pins: HeldPin[]; refusals: RecomputeReason[]; pinMs: number }> {
-    const hashes = hint.hashes instanceof BigUint64Array ? hint.hashes : BigUint64Array.from(hint.hashes);
     const { now } = this.#options;
     const pinning = now();
     const pinned = await Promise.allSettled(
@@ -133,7 +164,7 @@ export class PullSide {
           peer,
           source: { workerId: hint.workerId, incarnation: hint.incarnation, epoch: hint.epoch, rank: rankOf(part) },
           start: hint.blocks.start,
-          hashes,
+          hashes: hint.hashes,
           wantsChecksums: verify !== 'off',
         }),
       ),
@@ -143,8 +174,8 @@ export class PullSide {
     return { pins, refusals: pinRefusals(pinned, [...sources.keys()]), pinMs };
   }
 
-  async pull(request: PullRequest, rank: PullingRank | undefined): Promise<PullReceipt> {
-    const { verify } = checkRequest(request, this.#options.defaultVerify);
+  async pull(given: PullRequest, rank: PullingRank | undefined): Promise<PullReceipt> {
+    const { request, verify } = checkedRequest(given, this.#options.defaultVerify);
     const hostBanks = rank?.registered.banks.some((bank) => bank.memKind !== 'vram') ?? true;
     if (verify !== 'off' && this.#options.bankBytes === undefined && hostBanks) {
       throw new EndpointOptionError(
@@ -182,7 +213,7 @@ export class PullSide {
 
   /** Pins at the source ranks, posts each pair's template and verifies; `releaseLater` takes the pins' releases. */
   async #pullFrom(
-    request: PullRequest,
+    request: CheckedRequest,
     rank: PullingRank,
     pull: {
       verify: VerifyMode;
