@@ -6,6 +6,7 @@ import { timingSafeEqual } from 'node:crypto';
 import type { ClusterSecret } from '@kvreuse/discovery';
 import type { Agent, Notification, Peer } from '@kvreuse/native-bindings';
 import { PinMessageError } from './errors.js';
+import { tellEach } from './listeners.js';
 import { encodePinMessage, maxPinMessageBytes, type PinMessage, safeParsePinMessage } from './pin-messages.js';
 
 export const pinTagBytes = 16;
@@ -39,7 +40,7 @@ const encoder = new TextEncoder();
 export interface PinChannelOptions {
   readonly agent: Pick<Agent, 'sendNotification' | 'name'> & Partial<Pick<Agent, 'deliverPending'>>;
   readonly secret: ClusterSecret;
-  /** Told each refused message's reason (after it was counted). */
+  /** Told each refused message's reason (after it was counted). One that throws is reported as a process warning; the message is refused all the same. */
   readonly onRefused?: (reason: PinMessageRefusal) => void;
 }
 
@@ -84,10 +85,11 @@ export class PinChannel {
     return undefined;
   }
 
-  /** Counts a refused message. */
+  /** Counts a refused message and tells `onRefused`. */
   refuse(reason: PinMessageRefusal): void {
     this.#refused.set(reason, (this.#refused.get(reason) ?? 0) + 1);
-    this.#options.onRefused?.(reason);
+    const { onRefused } = this.#options;
+    if (onRefused !== undefined) tellEach([onRefused], reason, 'a pin refusal listener');
   }
 }
 

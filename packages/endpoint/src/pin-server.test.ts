@@ -21,8 +21,12 @@ const source = { workerId: 'src', incarnation: 'inc-1', epoch: 3, rank: { tpRank
 const noRefusals = { unauthenticated: 0, malformed: 0, 'not-reader': 0, 'not-source': 0, replayed: 0 };
 
 /** A server on the block pool, its adapter's renewals or releases answered by `calls` where given. */
-async function setup(options: Partial<PinServerOptions> = {}, calls: AdapterCalls = {}) {
-  const pins = await loopbackPins('pin-server', agents);
+async function setup(
+  options: Partial<PinServerOptions> = {},
+  calls: AdapterCalls = {},
+  given?: Awaited<ReturnType<typeof loopbackPins>>,
+) {
+  const pins = given ?? (await loopbackPins('pin-server', agents));
   const { sourceAgent, readerAgent, readerPeer, sourcePeer, secret, sourceChannel, readerChannel, pool, clock } = pins;
   const server = new PinServer({
     channel: sourceChannel,
@@ -409,6 +413,37 @@ describe('PinServer', () => {
     expect(sourceChannel.refusedMessages).toEqual({ ...noRefusals, unauthenticated: 2 });
     expect(readerAgent.pollNotifications()).toEqual([]);
     expect(server.heldPins + pool.pinsOn(0)).toBe(0);
+  });
+
+  it("refuses, counts and goes on serving when its channel's onRefused listener throws: receive() does not throw", async () => {
+    const warn = vi.spyOn(process, 'emitWarning').mockImplementation(() => undefined);
+    try {
+      const pins = await loopbackPins('pin-server', agents);
+      const channel = new PinChannel({
+        agent: pins.sourceAgent,
+        secret: pins.secret,
+        onRefused: () => {
+          throw new Error('counter broke');
+        },
+      });
+      const { server, exchange, sourceAgent, sourcePeer, readerAgent } = await setup({ channel }, {}, pins);
+      const forged = new Uint8Array(encodePinMessage(request('p1', [10n])).length + 16);
+      forged.set(encodePinMessage(request('p1', [10n])));
+      readerAgent.sendNotification(sourcePeer, forged);
+      expect(await answered(server, await sourceAgent.nextNotification())).toBe(true);
+      expect(await exchange(request('p2', [10n]))).toMatchObject({ kind: 'grant', pinId: 'p2' });
+      // A replayed request is refused (counted, unanswered) and is no answer that failed.
+      pins.readerChannel.send(sourcePeer, request('p2', [10n]));
+      expect(await answered(server, await sourceAgent.nextNotification())).toBe(true);
+      expect(channel.refusedMessages).toEqual({ ...noRefusals, unauthenticated: 1, replayed: 1 });
+      expect([server.heldPins, server.unansweredMessages]).toEqual([1, 0]);
+      expect(warn.mock.calls.map(([message]) => message)).toEqual([
+        'endpoint: a pin refusal listener threw: counter broke',
+        'endpoint: a pin refusal listener threw: counter broke',
+      ]);
+    } finally {
+      warn.mockRestore();
+    }
   });
 
   it('refuses new pins once asked, and waits for readers reporting each pin and how it ended', async () => {
