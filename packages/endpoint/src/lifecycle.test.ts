@@ -109,4 +109,16 @@ describe('EndpointLifecycle', () => {
       });
     });
   });
+
+  it('tells every listener the transitions in the order they happened when a listener moves it on', () => {
+    const lifecycle = new EndpointLifecycle();
+    lifecycle.onTransition(({ to }) => {
+      if (to === 'registering') lifecycle.move('registered', 'moved by a listener');
+    });
+    const seen: string[] = [];
+    lifecycle.onTransition(({ from, to }) => seen.push(`${from}→${to}`));
+    lifecycle.move('registering', 'register()');
+    expect(seen).toEqual(['created→registering', 'registering→registered']);
+    expect(lifecycle.state).toBe('registered');
+  });
 });

@@ -42,12 +42,19 @@ export interface EndpointTransition {
 export class EndpointLifecycle {
   #state: EndpointState = 'created';
   readonly #listeners = new Set<(transition: EndpointTransition) => void>();
+  /** Transitions made while the listeners were being told of an earlier one, told once it is told to all. */
+  readonly #untold: EndpointTransition[] = [];
+  #telling = false;
 
   get state(): EndpointState {
     return this.#state;
   }
 
-  /** Calls `listener` after every transition; the returned function removes it. A throwing listener is reported as a warning and does not stop the others. */
+  /**
+   * Calls `listener` after every transition, in the order they happened (one a listener makes is told once
+   * every listener was told the one before); the returned function removes it. A throwing listener is
+   * reported as a warning and does not stop the others.
+   */
   onTransition(listener: (transition: EndpointTransition) => void): () => void {
     this.#listeners.add(listener);
     return () => this.#listeners.delete(listener);
@@ -68,8 +75,12 @@ export class EndpointLifecycle {
         endpointStates.filter((state) => next[state].includes(to)),
       );
     this.#state = to;
-    const transition = { from, to, reason };
-    tellEach(this.#listeners, transition, 'a transition listener');
+    this.#untold.push({ from, to, reason });
+    if (this.#telling) return;
+    this.#telling = true;
+    for (let transition = this.#untold.shift(); transition !== undefined; transition = this.#untold.shift())
+      tellEach(this.#listeners, transition, 'a transition listener');
+    this.#telling = false;
   }
 }
 

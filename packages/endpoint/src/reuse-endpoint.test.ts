@@ -171,6 +171,28 @@ describe('ReuseEndpoint', () => {
     expect(rank0.endpoint.readyRank.epoch).toBe(epoch);
   });
 
+  it('whenReady() rejects, with no warning, when a transition listener drains the endpoint as it turns ready', async () => {
+    const warn = vi.spyOn(process, 'emitWarning').mockImplementation(() => undefined);
+    try {
+      const store = openStore();
+      const rank0 = await rankEndpoint(store, 0);
+      const rank1 = await rankEndpoint(store, 1);
+      let drained: Promise<unknown> | undefined;
+      rank0.endpoint.onTransition(({ to }) => {
+        if (to === 'ready') drained = rank0.endpoint.drain({ deadlineMs: 5_000 });
+      });
+      const ready = rank0.endpoint.whenReady();
+      for (const { endpoint } of [rank0, rank1]) await endpoint.register();
+      for (const { endpoint } of [rank0, rank1]) await endpoint.publish();
+      await expect(ready).rejects.toThrow(new EndpointNotReadyError('draining', 'drain({ deadlineMs: 5000 })'));
+      await drained;
+      expect(rank0.transitions.map(({ to }) => to).slice(-3)).toEqual(['ready', 'draining', 'drained']);
+      expect(warn).not.toHaveBeenCalled();
+    } finally {
+      warn.mockRestore();
+    }
+  });
+
   it('whenReady() rejects with EndpointNotReadyError when the registration fails or the endpoint drains first, and at once once it drained', async () => {
     const store = openStore();
     const failing = await rankEndpoint(store, 0);

@@ -303,8 +303,11 @@ export class ReuseEndpoint {
     }
     return new Promise((resolve, reject) => {
       const stop = this.#lifecycle.onTransition(({ from, to, reason }) => {
-        if (to === 'ready') resolve(this.readyRank);
-        else if (
+        if (to === 'ready') {
+          // A listener told before this one moved it on already: the transition after settles it.
+          if (this.#lifecycle.state !== 'ready') return;
+          resolve(this.readyRank);
+        } else if (
           to === 'draining' ||
           to === 'closing' ||
           (from === 'registering' && to === 'created') ||
