@@ -387,7 +387,8 @@ export class ReuseEndpoint {
    * for a serving rank without `serve.inventory` that retains blocks once it is ready (e.g. one rank per
    * worker, after a hand-off). The announcement lives under a lease of its own (granted once; announcements
    * made at once share it) and is withdrawn, its lease revoked, at the drain's inventory step, which waits
-   * for an announcement still in flight. Only while ready (`EndpointStateError`).
+   * for an announcement still in flight. Only while ready (`EndpointStateError`). `blocks` and the options
+   * are read at the call: changing them while it runs changes nothing.
    */
   async announceInventory(
     blocks: readonly bigint[],

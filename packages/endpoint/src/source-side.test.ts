@@ -115,6 +115,20 @@ describe('ReuseEndpoint serving pins', () => {
     expect(revokeLease).toHaveBeenCalledWith((await grantLease.mock.results[0]!.value).id);
   });
 
+  it('announces what it was given: the caller changing the blocks or the options once announceInventory() was called changes nothing', async () => {
+    const { store, endpoint, key } = await announcingRank();
+    const blocks = chain.slice(0, 3);
+    const options = { tier: 'host' as const, ttlMs: 600_000 };
+    const announcing = endpoint.announceInventory(blocks, options);
+    blocks.splice(0);
+    Object.assign(options, { tier: 'gpu', ttlMs: Number.NaN });
+    await announcing;
+    const batch = safeParseInventoryBatch((await store.get(key))!.value);
+    expect(batch.success && batch.data).toMatchObject({
+      events: [{ type: 'stored', tier: 'host', blocks: BigUint64Array.from(chain.slice(0, 3)) }],
+    });
+  });
+
   it('two announcements at once share one lease: the later one is the inventory', async () => {
     const { store, endpoint, key } = await announcingRank();
     const grantLease = vi.spyOn(store, 'grantLease');

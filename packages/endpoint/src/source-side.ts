@@ -149,21 +149,21 @@ export class SourceSide {
   /**
    * Announces `blocks` as this worker's retained inventory on `tier`, complete, until `ttlMs` from now,
    * under a lease of its own (granted at the first announcement for the longer of `ttlMs` and the pin lease).
+   * What it announces is read at the call: the caller changing `blocks` or the options meanwhile changes nothing.
    */
   async announce(
     blocks: readonly bigint[],
     announced: { readonly tier: RetentionTier; readonly ttlMs: number },
   ): Promise<void> {
-    const granting = (this.#announced ??= this.#announcer(announced.ttlMs));
+    const stored = { type: 'stored' as const, tier: announced.tier, blocks: [...blocks] };
+    const { ttlMs } = announced;
+    const granting = (this.#announced ??= this.#announcer(ttlMs));
     // A refused grant is not kept: the next announcement asks again.
     granting.catch(() => {
       if (this.#announced === granting) this.#announced = undefined;
     });
     const { publisher } = await granting;
-    await publisher.publish(
-      [{ type: 'stored', tier: announced.tier, blocks: [...blocks], expiresAt: Date.now() + announced.ttlMs }],
-      { complete: true },
-    );
+    await publisher.publish([{ ...stored, expiresAt: Date.now() + ttlMs }], { complete: true });
   }
 
   async #announcer(ttlMs: number): Promise<{ readonly publisher: InventoryPublisher; readonly lease: Lease }> {
