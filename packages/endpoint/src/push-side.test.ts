@@ -50,6 +50,18 @@ describe('ReuseEndpoint.push', () => {
     expect(registerTemplate.mock.calls.every(([options]) => options.direction === 'write')).toBe(true);
   });
 
+  it('writes the blocks it was given: the caller changing its block lists once push() was called changes nothing', async () => {
+    const { reader } = await servingPair(cleanups);
+    const destinationBlocks = Uint32Array.of(5, 6, 7);
+    const pushed = reader.endpoint.push({
+      workerId: 'decode-0',
+      sourceBlocks: Uint32Array.of(0, 1, 2),
+      destinationBlocks,
+    });
+    destinationBlocks[2] = 0xffff_fff0;
+    expect(await pushed).toMatchObject({ blocks: 3 });
+  });
+
   it('validates the block lists once, refuses while not ready, and fails naming a destination that is not ready', async () => {
     const { store, reader } = await servingPair(cleanups);
     await expect(

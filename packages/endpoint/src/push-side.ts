@@ -53,8 +53,8 @@ export interface PushSideOptions {
   readonly remotePeers: RemotePeers;
 }
 
-/** The one check of a push's block lists. */
-function checkPushRequest(request: PushRequest): void {
+/** The one check of a push's block lists; answers the push's own copy of them (it reads them between its posts). */
+function checkedPushRequest(request: PushRequest): PushRequest {
   if (typeof request !== 'object' || request === null)
     throw new EndpointOptionError('request', request, 'a push request { workerId, sourceBlocks, destinationBlocks }');
   if (typeof request.workerId !== 'string' || request.workerId === '')
@@ -71,6 +71,11 @@ function checkPushRequest(request: PushRequest): void {
       `a Uint32Array of one block per source block (${request.sourceBlocks.length})`,
     );
   }
+  return {
+    workerId: request.workerId,
+    sourceBlocks: request.sourceBlocks.slice(),
+    destinationBlocks: request.destinationBlocks.slice(),
+  };
 }
 
 export class PushSide {
@@ -82,10 +87,10 @@ export class PushSide {
 
   /** Writes the blocks; `own` is this rank, registered, and its worker as ready. */
   async push(
-    request: PushRequest,
+    given: PushRequest,
     own: { readonly registered: RegisteredRank; readonly worker: Worker },
   ): Promise<PushReceipt> {
-    checkPushRequest(request);
+    const request = checkedPushRequest(given);
     const { workerId } = request;
     const readiness = await this.#options.workers.readiness(workerId);
     if (!readiness.ready)

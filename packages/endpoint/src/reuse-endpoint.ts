@@ -372,9 +372,9 @@ export class ReuseEndpoint {
    * Writes this rank's `sourceBlocks` into `destinationBlocks` of every rank of the ready worker
    * `workerId` that this rank pairs with (the WRITE hand-off of a prompt's KV, e.g. prefill → decode),
    * each rank pair's template registered once per destination incarnation, every post on the ledger (a
-   * drain waits for the push, at most its deadline). Only while ready (`EndpointStateError`);
-   * `PushFailedError` when the destination is not ready or a WRITE fails; `DrainingError` (`DRAINING`) for
-   * the blocks left once a drain went on without it.
+   * drain waits for the push, at most its deadline), from its own copy of the block lists. Only while
+   * ready (`EndpointStateError`); `PushFailedError` when the destination is not ready or a WRITE fails;
+   * `DrainingError` (`DRAINING`) for the blocks left once a drain went on without it.
    */
   async push(request: PushRequest): Promise<PushReceipt> {
     this.#lifecycle.require('push', ['ready']);
