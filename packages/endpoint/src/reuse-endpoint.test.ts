@@ -486,6 +486,12 @@ describe('ReuseEndpoint', () => {
       }),
     ).rejects.toThrow(EndpointOptionError);
     await expect(ReuseEndpoint.open({ ...options, blocks: 0, settings })).rejects.toThrow(EndpointOptionError);
+    await expect(ReuseEndpoint.open({ ...options, settings, registerTimeoutMs: -1 })).rejects.toThrow(
+      new EndpointOptionError('registerTimeoutMs', -1, 'a positive number of milliseconds'),
+    );
+    await expect(ReuseEndpoint.open(undefined as never)).rejects.toThrow(
+      new EndpointOptionError('options', undefined, 'an options object'),
+    );
     expect(transport.counters()).toMatchObject({ liveAllocations: 0, liveAgents: 1 });
     vi.spyOn(store, 'grantLease').mockRejectedValueOnce(new Error('store is down'));
     await expect(ReuseEndpoint.open({ ...options, settings })).rejects.toThrow('store is down');

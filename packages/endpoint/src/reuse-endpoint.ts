@@ -223,7 +223,14 @@ export class ReuseEndpoint {
    * the endpoint: the banks go back to their owners and the agent closes.
    */
   static async open(options: OpenRankOptions): Promise<ReuseEndpoint> {
+    if (typeof options !== 'object' || options === null)
+      throw new EndpointOptionError('options', options, 'an options object');
     const { registerTimeoutMs, ...rest } = options;
+    if (
+      registerTimeoutMs !== undefined &&
+      !(typeof registerTimeoutMs === 'number' && Number.isFinite(registerTimeoutMs) && registerTimeoutMs > 0)
+    )
+      throw new EndpointOptionError('registerTimeoutMs', registerTimeoutMs, 'a positive number of milliseconds');
     const endpoint = 'blocks' in rest ? await ReuseEndpoint.#allocated(rest) : new ReuseEndpoint(rest);
     try {
       await endpoint.register(registerTimeoutMs === undefined ? {} : { timeoutMs: registerTimeoutMs });
