@@ -1,6 +1,7 @@
 // The notification router on two real loopback agents: one consumer, handlers asked in order.
 import { type Agent, heartbeatLimits, loadTransport, type Notification } from '@kvreuse/native-bindings';
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import { EndpointOptionError } from './errors.js';
 import { NotificationRouter } from './notification-router.js';
 
 const transport = loadTransport();
@@ -92,5 +93,21 @@ describe('NotificationRouter', () => {
     expect(passedOn).toEqual([]);
     expect(router.handlerFailures).toBe(3);
     expect(router.unclaimedNotifications).toBe(0);
+  });
+
+  it('refuses a handler or a failure listener that is no function, adding nothing', async () => {
+    expect(() => new NotificationRouter({ onHandlerFailure: 'log' as never })).toThrow(
+      new EndpointOptionError('onHandlerFailure', 'log', 'a function (error, failedOn) => void'),
+    );
+    const router = new NotificationRouter();
+    expect(() => router.addHandler(undefined as never)).toThrow(
+      new EndpointOptionError('handler', undefined, 'a function (notification) => boolean | Promise<boolean>'),
+    );
+    expect(() => router.addPeerEventHandler({} as never)).toThrow(
+      new EndpointOptionError('handler', {}, 'a function (event) => void'),
+    );
+    // Nothing was added: a notification goes unclaimed, and no handler failed on it.
+    expect(await router.dispatch({ sender: 'a', data: Buffer.from([1]) })).toBe(false);
+    expect([router.unclaimedNotifications, router.handlerFailures]).toEqual([1, 0]);
   });
 });

@@ -3,6 +3,7 @@
 // reader's; other kinds may be added), and each peer event goes to every peer-event handler. A handler
 // that fails is counted and the router goes on: one bad handler must not end the agent's only consumer.
 import type { Agent, Notification, PeerEvent } from '@kvreuse/native-bindings';
+import { EndpointOptionError } from './errors.js';
 
 /**
  * Takes a notification meant for it (returns or resolves true); false passes it on to the next handler. A
@@ -26,16 +27,26 @@ export class NotificationRouter {
   #running: Promise<void> | undefined;
 
   constructor(options: NotificationRouterOptions = {}) {
-    this.#onHandlerFailure = options.onHandlerFailure;
+    const { onHandlerFailure } = options;
+    if (onHandlerFailure !== undefined && typeof onHandlerFailure !== 'function')
+      throw new EndpointOptionError('onHandlerFailure', onHandlerFailure, 'a function (error, failedOn) => void');
+    this.#onHandlerFailure = onHandlerFailure;
   }
 
-  /** Adds a handler; handlers are asked in the order they were added. Returns the removal function. */
+  /**
+   * Adds a handler; handlers are asked in the order they were added. Returns the removal function.
+   * `EndpointOptionError` for a handler that is no function.
+   */
   addHandler(handler: NotificationHandler): () => void {
+    if (typeof handler !== 'function')
+      throw new EndpointOptionError('handler', handler, 'a function (notification) => boolean | Promise<boolean>');
     this.#handlers.push(handler);
     return () => removeFrom(this.#handlers, handler);
   }
 
+  /** Adds a peer-event handler; returns the removal function. `EndpointOptionError` for a handler that is no function. */
   addPeerEventHandler(handler: PeerEventHandler): () => void {
+    if (typeof handler !== 'function') throw new EndpointOptionError('handler', handler, 'a function (event) => void');
     this.#peerHandlers.push(handler);
     return () => removeFrom(this.#peerHandlers, handler);
   }
