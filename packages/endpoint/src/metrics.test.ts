@@ -188,5 +188,10 @@ describe('EndpointMetrics', () => {
       await new Promise((resolve) => taken.close(resolve));
     }
     expect(() => new EndpointMetrics().listen(70_000)).toThrow('endpoint option metrics.port = 70000 is refused');
+    // An empty host would listen on every interface.
+    for (const host of ['', 'no host', 5])
+      expect(() => new EndpointMetrics().listen(0, host as string)).toThrow(
+        new EndpointOptionError('metrics.host', host, 'an IPv4 or IPv6 address or a host name'),
+      );
   });
 });

@@ -4,6 +4,7 @@ import { createServer, type Server } from 'node:http';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { registerDefaultMetrics } from '@kvreuse/router';
 import { EndpointOptionError, MetricsPortError } from './errors.js';
+import { isListenHost } from './settings.js';
 import { type EndpointState, endpointStates } from './lifecycle.js';
 import { type PinMessageRefusal, pinMessageRefusals } from './pin-auth.js';
 
@@ -234,13 +235,17 @@ export class EndpointMetrics {
 
 /**
  * Serves `registry`'s metrics at `GET /metrics` on `host` (127.0.0.1 unless given) and `port` (0 picks a
- * free one); resolves once listening. Anything else gets 404. A port in use (or an address that cannot be
+ * free one); resolves once listening. Anything else gets 404. A port that is no TCP port, or a host that is
+ * no IP address or host name, throws `EndpointOptionError`. A port in use (or an address that cannot be
  * listened on) rejects with `MetricsPortError` naming the host, the port and the system's code. Any
  * registry: an endpoint's (`EndpointMetrics.listen`), a router's (`RouterMetrics` of @kvreuse/router), or one of both.
  */
 export function listenMetrics(registry: Registry, port: number, host = '127.0.0.1'): Promise<MetricsListener> {
   if (!Number.isInteger(port) || port < 0 || port > 65535)
     throw new EndpointOptionError('metrics.port', port, 'a whole number from 0 to 65535');
+  // An empty host would have the server listen on every interface.
+  if (typeof host !== 'string' || !isListenHost(host))
+    throw new EndpointOptionError('metrics.host', host, 'an IPv4 or IPv6 address or a host name');
   const server: Server = createServer((request, response) => {
     if (request.method !== 'GET' || request.url?.split('?')[0] !== '/metrics') {
       response.writeHead(404, { 'content-type': 'text/plain' }).end('not found: metrics are at GET /metrics\n');

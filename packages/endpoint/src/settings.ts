@@ -5,6 +5,11 @@ import { verifyModes } from './pull-request.js';
 
 const hostName = /^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/;
 
+/** Whether `host` is an IPv4 or IPv6 address or a host name: what the metrics listener may bind to. */
+export function isListenHost(host: string): boolean {
+  return isIP(host) !== 0 || (host.length <= 253 && hostName.test(host));
+}
+
 /** The reuse endpoint each serving process runs. */
 export const endpointGroup = defineGroup('endpoint', {
   description:
@@ -35,7 +40,7 @@ export const endpointGroup = defineGroup('endpoint', {
     metricsHost: {
       schema: z
         .string()
-        .refine((host) => isIP(host) !== 0 || (host.length <= 253 && hostName.test(host)), {
+        .refine(isListenHost, {
           message: 'an IPv4 or IPv6 address or a host name',
         })
         .meta({ description: 'an IP address or host name' }),
