@@ -106,4 +106,16 @@ describe('BlockPool', () => {
       warn.mockRestore();
     }
   });
+
+  it('refuses an eviction listener that is no function, adding nothing', () => {
+    const pool = filled(1, [10n]);
+    expect(() => pool.onEvicted('log' as never)).toThrow(new EndpointOptionError('listener', 'log', 'a function'));
+    const warn = vi.spyOn(process, 'emitWarning').mockImplementation(() => undefined);
+    try {
+      expect(pool.allocate()).toBe(0);
+      expect(warn).not.toHaveBeenCalled();
+    } finally {
+      warn.mockRestore();
+    }
+  });
 });

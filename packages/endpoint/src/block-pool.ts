@@ -1,7 +1,7 @@
 // A reference block pool: the framework side of pins for the demo and the tests. Fixed slots, blocks
 // named by their chain hash, LRU eviction of retained blocks that never evicts a pinned one.
 import { AllBlocksPinnedError, EndpointOptionError } from './errors.js';
-import { tellEach } from './listeners.js';
+import { checkListener, tellEach } from './listeners.js';
 import type { AdapterGrant, EvictedBlock, PinAdapter } from './pin-adapter.js';
 
 export class BlockPool implements PinAdapter {
@@ -104,6 +104,7 @@ export class BlockPool implements PinAdapter {
   }
 
   onEvicted(listener: (evicted: readonly EvictedBlock[]) => void): () => void {
+    checkListener('listener', listener);
     this.#evictionListeners.add(listener);
     return () => this.#evictionListeners.delete(listener);
   }

@@ -1,6 +1,7 @@
 import { describe, expect, it, vi } from 'vitest';
 import type { EvictedBlock } from './pin-adapter.js';
 import { EngineBlocks } from './engine-blocks.js';
+import { EndpointOptionError } from './errors.js';
 
 describe('EngineBlocks', () => {
   it('grants the longest prefix the engine holds, renews while every block holds its hash, and reports what changed', () => {
@@ -73,6 +74,19 @@ describe('EngineBlocks', () => {
         'endpoint: an eviction listener threw: listener broke',
         'endpoint: an eviction listener threw: listener broke',
       ]);
+    } finally {
+      warn.mockRestore();
+    }
+  });
+
+  it('refuses an eviction listener that is no function, adding nothing', () => {
+    const blocks = new EngineBlocks();
+    expect(() => blocks.onEvicted(null as never)).toThrow(new EndpointOptionError('listener', null, 'a function'));
+    const warn = vi.spyOn(process, 'emitWarning').mockImplementation(() => undefined);
+    try {
+      blocks.store([{ block: 0, hash: 10n }]);
+      blocks.remove([0]);
+      expect(warn).not.toHaveBeenCalled();
     } finally {
       warn.mockRestore();
     }

@@ -2,7 +2,7 @@
 // `adopt` and `blocks` messages. The engine owns the memory and is not told of pins: a pin it outran (the
 // block removed or rewritten) is not renewed, and the reader's verification catches a block rewritten
 // between the grant and the read.
-import { tellEach } from './listeners.js';
+import { checkListener, tellEach } from './listeners.js';
 import type { AdapterGrant, EvictedBlock, PinAdapter } from './pin-adapter.js';
 import type { StoredBlock } from './adoption-messages.js';
 
@@ -76,6 +76,7 @@ export class EngineBlocks implements PinAdapter {
   }
 
   onEvicted(listener: (evicted: readonly EvictedBlock[]) => void): () => void {
+    checkListener('listener', listener);
     this.#listeners.add(listener);
     return () => this.#listeners.delete(listener);
   }

@@ -1,4 +1,5 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
+import { EndpointOptionError } from './errors.js';
 import { EndpointStateError } from './lifecycle.js';
 import { EndpointLifecycle, type EndpointTransition } from './lifecycle.js';
 
@@ -120,5 +121,19 @@ describe('EndpointLifecycle', () => {
     lifecycle.move('registering', 'register()');
     expect(seen).toEqual(['created→registering', 'registering→registered']);
     expect(lifecycle.state).toBe('registered');
+  });
+
+  it('refuses a transition listener that is no function, adding nothing', () => {
+    const lifecycle = new EndpointLifecycle();
+    expect(() => lifecycle.onTransition(undefined as never)).toThrow(
+      new EndpointOptionError('listener', undefined, 'a function'),
+    );
+    const warn = vi.spyOn(process, 'emitWarning').mockImplementation(() => undefined);
+    try {
+      lifecycle.move('registering', 'register()');
+      expect(warn).not.toHaveBeenCalled();
+    } finally {
+      warn.mockRestore();
+    }
   });
 });

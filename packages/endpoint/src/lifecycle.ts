@@ -1,7 +1,7 @@
 // The endpoint's explicit lifecycle: which state it is in, which calls each state allows, and an event for
 // every transition, so a caller (and the metrics) always knows where an endpoint stands.
 import { EndpointError } from './errors.js';
-import { tellEach } from './listeners.js';
+import { checkListener, tellEach } from './listeners.js';
 
 export type EndpointState =
   | 'created'
@@ -53,9 +53,10 @@ export class EndpointLifecycle {
   /**
    * Calls `listener` after every transition, in the order they happened (one a listener makes is told once
    * every listener was told the one before); the returned function removes it. A throwing listener is
-   * reported as a warning and does not stop the others.
+   * reported as a warning and does not stop the others; one that is no function is refused (`EndpointOptionError`).
    */
   onTransition(listener: (transition: EndpointTransition) => void): () => void {
+    checkListener('listener', listener);
     this.#listeners.add(listener);
     return () => this.#listeners.delete(listener);
   }
