@@ -118,4 +118,16 @@ describe('BlockPool', () => {
       warn.mockRestore();
     }
   });
+
+  it('refuses a hash that is no 64-bit bigint and keeps the slot allocated for a commit that is', () => {
+    const pool = new BlockPool(1);
+    const slot = pool.allocate();
+    for (const hash of [5, -1n, 1n << 64n])
+      expect(() => pool.commit(slot, hash as bigint)).toThrow(
+        new EndpointOptionError('hash', hash, "the block's chain hash, a bigint of 0 to 2^64 - 1"),
+      );
+    expect(pool.retained()).toEqual([]);
+    expect(pool.commit(slot, 20n)).toBe(slot);
+    expect(pool.retained()).toEqual([20n]);
+  });
 });

@@ -1,5 +1,6 @@
 // A reference block pool: the framework side of pins for the demo and the tests. Fixed slots, blocks
 // named by their chain hash, LRU eviction of retained blocks that never evicts a pinned one.
+import { isChainHash } from './chain-hash.js';
 import { AllBlocksPinnedError, EndpointOptionError } from './errors.js';
 import { checkListener, tellEach } from './listeners.js';
 import type { AdapterGrant, EvictedBlock, PinAdapter } from './pin-adapter.js';
@@ -34,9 +35,12 @@ export class BlockPool implements PinAdapter {
 
   /**
    * Records that `slot` (from `allocate`) now holds the block with chain hash `hash`. When the pool
-   * already holds that hash, the new slot goes back to the free list and the held one is returned.
+   * already holds that hash, the new slot goes back to the free list and the held one is returned. A hash
+   * that is no bigint of 64 bits is refused (`EndpointOptionError`) and the slot stays allocated.
    */
   commit(slot: number, hash: bigint): number {
+    if (!isChainHash(hash))
+      throw new EndpointOptionError('hash', hash, "the block's chain hash, a bigint of 0 to 2^64 - 1");
     if (!this.#allocated.delete(slot)) {
       throw new EndpointOptionError('slot', slot, 'a slot returned by allocate() and not committed since');
     }

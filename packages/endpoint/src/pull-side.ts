@@ -15,6 +15,7 @@ import type { RegisteredRank } from '@kvreuse/registry';
 import { codeOf } from '@kvreuse/errors';
 import type { TransferCalibration } from '@kvreuse/router';
 import type { RankBankBytes } from './block-checksum.js';
+import { isChainHash } from './chain-hash.js';
 import type { WorkerWatches } from './discovered-workers.js';
 import {
   describeRank,
@@ -73,8 +74,6 @@ interface CheckedRequest extends PullRequest {
   readonly hint: PullRequest['hint'] & { readonly hashes: BigUint64Array };
 }
 
-const maxHash = (1n << 64n) - 1n;
-
 /**
  * The one check of a pull request's shape and block list; `pullPinned` trusts it. Answers the request with
  * copies of what the pull reads after it awaits: the caller changing its arrays meanwhile changes nothing.
@@ -122,8 +121,7 @@ function checkedRequest(
 /** The hint's block hashes, copied; `EndpointOptionError` unless each is a bigint of 0 to 2^64 - 1. */
 function hashesOf(hashes: unknown): BigUint64Array {
   if (hashes instanceof BigUint64Array) return hashes.slice();
-  if (Array.isArray(hashes) && hashes.every((hash) => typeof hash === 'bigint' && hash >= 0n && hash <= maxHash))
-    return BigUint64Array.from(hashes as bigint[]);
+  if (Array.isArray(hashes) && hashes.every(isChainHash)) return BigUint64Array.from(hashes as bigint[]);
   throw new EndpointOptionError(
     'request.hint.hashes',
     hashes,
