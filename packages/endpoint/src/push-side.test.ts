@@ -62,6 +62,27 @@ describe('ReuseEndpoint.push', () => {
     expect(await pushed).toMatchObject({ blocks: 3 });
   });
 
+  it('refuses a block outside the banks or a destination block named twice before writing any block', async () => {
+    const { reader } = await servingPair(cleanups);
+    const posted: unknown[] = [];
+    reader.endpoint.ledger.on('posted', (operation) => posted.push(operation));
+    const push = (sourceBlocks: Uint32Array, destinationBlocks: Uint32Array) =>
+      reader.endpoint.push({ workerId: 'decode-0', sourceBlocks, destinationBlocks });
+    await expect(push(Uint32Array.of(0, 1, 2), Uint32Array.of(5, 6, 8))).rejects.toMatchObject({
+      code: 'INVALID_ENDPOINT_OPTION',
+      option: 'request.destinationBlocks',
+      rule: expect.stringMatching(/^destination block 8 \(block list index 2\) is outside bank 0 of rank/),
+    });
+    await expect(push(Uint32Array.of(0, 9), Uint32Array.of(5, 6))).rejects.toMatchObject({
+      option: 'request.sourceBlocks',
+    });
+    await expect(push(Uint32Array.of(0, 1), Uint32Array.of(5, 5))).rejects.toMatchObject({
+      option: 'request.destinationBlocks',
+      rule: expect.stringContaining('destination block 5 is written twice'),
+    });
+    expect(posted).toEqual([]);
+  });
+
   it('validates the block lists once, refuses while not ready, and fails naming a destination that is not ready', async () => {
     const { store, reader } = await servingPair(cleanups);
     await expect(

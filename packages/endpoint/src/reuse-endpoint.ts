@@ -380,7 +380,9 @@ export class ReuseEndpoint {
    * `workerId` that this rank pairs with (the WRITE hand-off of a prompt's KV, e.g. prefill → decode),
    * each rank pair's template registered once per destination incarnation, every post on the ledger (a
    * drain waits for the push, at most its deadline), from its own copy of the block lists. Only while
-   * ready (`EndpointStateError`); `PushFailedError` when the destination is not ready or a WRITE fails;
+   * ready (`EndpointStateError`); block lists of different lengths, a block outside the banks or a
+   * destination block named twice are refused before any block is written (`EndpointOptionError`);
+   * `PushFailedError` when the destination is not ready or a WRITE fails;
    * `DrainingError` (`DRAINING`) for the blocks left once a drain went on without it.
    */
   async push(request: PushRequest): Promise<PushReceipt> {
