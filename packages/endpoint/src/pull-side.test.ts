@@ -597,6 +597,25 @@ describe('ReuseEndpoint.pull', () => {
     expect(reader.endpoint.ledger.counts().posted).toBe(0);
   });
 
+  it('refuses destination blocks outside its banks or named twice before pinning anything', async () => {
+    const { decode, reader } = await pair();
+    const requestPin = vi.spyOn(decode.ranks[0]!.pool, 'requestPin');
+    await expect(
+      reader.endpoint.pull({ hint: hintFor(decode, 2), destinationBlocks: Uint32Array.of(0, 8) }),
+    ).rejects.toMatchObject({
+      code: 'INVALID_ENDPOINT_OPTION',
+      option: 'request.destinationBlocks',
+      rule: expect.stringMatching(/^destination block 8 \(block list index 1\) is outside bank 0 of rank/),
+    });
+    await expect(
+      reader.endpoint.pull({ hint: hintFor(decode, 2), destinationBlocks: Uint32Array.of(3, 3) }),
+    ).rejects.toMatchObject({
+      option: 'request.destinationBlocks',
+      rule: expect.stringContaining('destination block 3 is written twice'),
+    });
+    expect(requestPin).not.toHaveBeenCalled();
+  });
+
   it('pulls into the blocks it was given: the caller changing its destination blocks and hashes once pull() returned changes nothing', async () => {
     const { decode, reader } = await pair();
     const hint = hintFor(decode, 2);

@@ -15,6 +15,7 @@ import type { RegisteredRank } from '@kvreuse/registry';
 import { codeOf } from '@kvreuse/errors';
 import type { TransferCalibration } from '@kvreuse/router';
 import type { RankBankBytes } from './block-checksum.js';
+import { checkBlockLists } from './block-lists.js';
 import { isChainHash } from './chain-hash.js';
 import type { WorkerWatches } from './discovered-workers.js';
 import {
@@ -195,6 +196,9 @@ export class PullSide {
     request.signal?.throwIfAborted();
 
     const template = this.#options.templates.between(source, destination);
+    // The source blocks are the grants' (block 0 is in every bank): only the destination blocks are known yet.
+    const { destinationBlocks } = request;
+    checkBlockLists(template, { sourceBlocks: new Uint32Array(destinationBlocks.length), destinationBlocks });
     this.#options.remotePeers.seen(source);
     const held: Peer[] = [];
     const releases: Promise<void>[] = [];

@@ -1,19 +1,13 @@
 // A rank's WRITE hand-off: this rank's blocks written into the same blocks' places at every rank of a
 // ready destination worker that it pairs with (e.g. a prefill worker handing a prompt's KV to its decode
 // worker), each rank pair's template taken from the endpoint's one cache and every post on its ledger.
-import {
-  BlockOutOfRangeError,
-  prepareTransfer,
-  type RankId,
-  type RankPart,
-  type TransferTemplate,
-  type Worker,
-} from '@kvreuse/descriptors';
+import type { RankId, RankPart, TransferTemplate, Worker } from '@kvreuse/descriptors';
 import type { OperationLedger, PeerBook, PeerTicket } from '@kvreuse/drain';
 import type { Agent, Peer, PostBlocksRequest, PostRequest, RegisteredTemplate } from '@kvreuse/native-bindings';
 import type { ClusterSecret } from '@kvreuse/discovery';
 import type { RegisteredRank } from '@kvreuse/registry';
 import type { WorkerWatches } from './discovered-workers.js';
+import { checkBlockLists } from './block-lists.js';
 import { loadQueuedRankPeer } from './peer-loads.js';
 import { EndpointError, EndpointOptionError } from './errors.js';
 import type { PeerTemplates } from './peer-templates.js';
@@ -85,26 +79,6 @@ function checkedPushRequest(request: PushRequest): PushRequest {
   };
 }
 
-/**
- * Refuses (`EndpointOptionError`, naming the list) block lists that do not fit `write`'s banks or name a
- * destination block twice, before the first block is written: the push writes a block at a time, and a
- * bad block found at its turn would leave the blocks before it written.
- */
-function checkBlocksFit(write: RegisteredTemplate, request: PushRequest): void {
-  const { sourceBlocks, destinationBlocks } = request;
-  try {
-    prepareTransfer({ template: write.template, sourceBlocks, destinationBlocks });
-  } catch (error) {
-    const list =
-      error instanceof BlockOutOfRangeError && error.side === 'source' ? 'sourceBlocks' : 'destinationBlocks';
-    throw new EndpointOptionError(
-      `request.${list}`,
-      request[list],
-      error instanceof Error ? error.message : String(error),
-    );
-  }
-}
-
 export class PushSide {
   readonly #options: PushSideOptions;
 
@@ -133,7 +107,8 @@ export class PushSide {
       for (const [pair, route] of template.pairs.entries())
         if (sameRank(route.sourceRank, this.#options.rank))
           writes.push(await this.#write(template, pair, readiness.worker, own.registered, peers));
-      for (const { write } of writes) checkBlocksFit(write, request);
+      // Checked against every pair before the first block is written.
+      for (const { write } of writes) checkBlockLists(write.template, request);
       return await this.#writeBlocks(request, writes, own.registered);
     } finally {
       for (const { write } of writes) this.#options.templates.release(write);
