@@ -566,7 +566,7 @@ describe('ReuseEndpoint.pull', () => {
     expect(reader.endpoint.ledger.counts().posted).toBe(0);
   });
 
-  it('refuses a hint without its blocks or hashes, a hash outside 64 bits, a start that is no block position and a signal that is no AbortSignal, before anything is pinned', async () => {
+  it('refuses a hint without its blocks or hashes, a hash outside 64 bits, a start that is no block position, no blocks and a signal that is no AbortSignal, before anything is pinned', async () => {
     const { decode, reader, pinsHeld } = await pair();
     const hint = hintFor(decode, 2);
     const refused = (request: object) =>
@@ -589,6 +589,9 @@ describe('ReuseEndpoint.pull', () => {
       code: 'INVALID_ENDPOINT_OPTION',
       option: 'request.hint.blocks.start',
     });
+    await expect(refused({ hint: hintFor(decode, 0), destinationBlocks: new Uint32Array() })).rejects.toThrow(
+      new EndpointOptionError('request.hint.blocks.count', 0, 'a whole number of blocks, at least 1'),
+    );
     await expect(refused({ hint, signal: { aborted: false } })).rejects.toMatchObject({
       code: 'INVALID_ENDPOINT_OPTION',
       option: 'request.signal',

@@ -91,6 +91,8 @@ function checkedRequest(
   const { start, count } = hint.blocks;
   if (!Number.isSafeInteger(start) || start < 0 || start > 0xffffffff)
     throw new EndpointOptionError('request.hint.blocks.start', start, 'a whole number of blocks, 0 to 2^32 - 1');
+  if (!Number.isSafeInteger(count) || count < 1)
+    throw new EndpointOptionError('request.hint.blocks.count', count, 'a whole number of blocks, at least 1');
   const hashes = hashesOf(hint.hashes);
   if (!(destinationBlocks instanceof Uint32Array) || destinationBlocks.length !== count || hashes.length !== count) {
     throw new EndpointOptionError(
