@@ -91,4 +91,19 @@ describe('EngineBlocks', () => {
       warn.mockRestore();
     }
   });
+
+  it('refuses a pin id already held, keeping that pin as it was', () => {
+    const blocks = new EngineBlocks();
+    blocks.store([
+      { block: 0, hash: 10n },
+      { block: 1, hash: 11n },
+    ]);
+    expect(blocks.requestPin('p', [10n, 11n]).blocks).toEqual(Uint32Array.of(0, 1));
+    expect(() => blocks.requestPin('p', [10n])).toThrow(
+      new EndpointOptionError('pinId', 'p', 'a pin id not already held'),
+    );
+    // The pin still holds both blocks: rewriting the second one ends its renewal.
+    blocks.store([{ block: 1, hash: 12n }]);
+    expect(blocks.renewPin('p')).toBe(false);
+  });
 });

@@ -2,6 +2,7 @@
 // `adopt` and `blocks` messages. The engine owns the memory and is not told of pins: a pin it outran (the
 // block removed or rewritten) is not renewed, and the reader's verification catches a block rewritten
 // between the grant and the read.
+import { EndpointOptionError } from './errors.js';
 import { checkListener, tellEach } from './listeners.js';
 import type { AdapterGrant, EvictedBlock, PinAdapter } from './pin-adapter.js';
 import type { StoredBlock } from './adoption-messages.js';
@@ -48,6 +49,7 @@ export class EngineBlocks implements PinAdapter {
   }
 
   requestPin(pinId: string, hashes: readonly bigint[]): AdapterGrant {
+    if (this.#pins.has(pinId)) throw new EndpointOptionError('pinId', pinId, 'a pin id not already held');
     const granted: StoredBlock[] = [];
     if (!this.#gone) {
       for (const hash of hashes) {
