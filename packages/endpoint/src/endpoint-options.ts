@@ -140,6 +140,26 @@ export function ownedOptions(options: ReuseEndpointOptions): ReuseEndpointOption
   };
 }
 
+/** `EndpointOptionError` naming `option` unless `value` is left out or a positive number of milliseconds. */
+export function checkTimeoutMs(option: string, value: unknown): void {
+  if (value !== undefined && !(typeof value === 'number' && Number.isFinite(value) && value > 0))
+    throw new EndpointOptionError(option, value, 'a positive number of milliseconds');
+}
+
+/** `register()`'s options, checked and read once: only its timeout and its signal (`EndpointOptionError` naming the one refused). */
+export function checkedRegisterOptions(options: { readonly timeoutMs?: number; readonly signal?: AbortSignal }): {
+  readonly timeoutMs?: number;
+  readonly signal?: AbortSignal;
+} {
+  if (typeof options !== 'object' || options === null)
+    throw new EndpointOptionError('options', options, "register()'s options: { timeoutMs?, signal? }");
+  const { timeoutMs, signal } = options;
+  checkTimeoutMs('timeoutMs', timeoutMs);
+  if (signal !== undefined && !(signal instanceof AbortSignal))
+    throw new EndpointOptionError('signal', signal, 'an AbortSignal');
+  return { ...(timeoutMs === undefined ? {} : { timeoutMs }), ...(signal === undefined ? {} : { signal }) };
+}
+
 /** Refuses options an endpoint cannot run with (`EndpointOptionError`, naming the option); changes nothing. */
 export function checkOptions(options: ReuseEndpointOptions): void {
   if (typeof options !== 'object' || options === null)

@@ -335,6 +335,23 @@ describe('ReuseEndpoint', () => {
     expect([endpoint.state, transitions.map(({ to }) => to)]).toEqual(['registered', ['registering', 'registered']]);
   });
 
+  it('refuses register() options that are no object, a timeout that is no positive duration and a signal that is no AbortSignal before anything moves', async () => {
+    const store = openStore();
+    const { endpoint, transitions } = await rankEndpoint(store, 0);
+    await expect(endpoint.register(null as never)).rejects.toThrow(
+      new EndpointOptionError('options', null, "register()'s options: { timeoutMs?, signal? }"),
+    );
+    await expect(endpoint.register({ timeoutMs: -1 })).rejects.toThrow(
+      new EndpointOptionError('timeoutMs', -1, 'a positive number of milliseconds'),
+    );
+    await expect(endpoint.register({ signal: 'stop' as never })).rejects.toThrow(
+      new EndpointOptionError('signal', 'stop', 'an AbortSignal'),
+    );
+    expect([endpoint.state, transitions]).toEqual(['created', []]);
+    // Only the timeout and the signal are read: the endpoint's own banks are registered.
+    expect((await endpoint.register({ banks: [] } as never)).banks).toHaveLength(56);
+  });
+
   it('keeps its own copy of the options: the caller changing its settings and bank list afterwards changes nothing', async () => {
     const store = openStore();
     const { endpoint, options } = await rankEndpoint(store, 0, { metricsPort: 0 });

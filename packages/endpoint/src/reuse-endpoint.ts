@@ -32,7 +32,13 @@ import {
 } from '@kvreuse/registry';
 import type { RankBankBytes } from './block-checksum.js';
 import { WorkerWatches } from './discovered-workers.js';
-import { checkOptions, ownedOptions, type ReuseEndpointOptions } from './endpoint-options.js';
+import {
+  checkedRegisterOptions,
+  checkOptions,
+  checkTimeoutMs,
+  ownedOptions,
+  type ReuseEndpointOptions,
+} from './endpoint-options.js';
 import { EndpointOptionError } from './errors.js';
 import type { PullReceipt } from './pull-receipt.js';
 import type { PullRequest } from './pull-request.js';
@@ -226,11 +232,7 @@ export class ReuseEndpoint {
     if (typeof options !== 'object' || options === null)
       throw new EndpointOptionError('options', options, 'an options object');
     const { registerTimeoutMs, ...rest } = options;
-    if (
-      registerTimeoutMs !== undefined &&
-      !(typeof registerTimeoutMs === 'number' && Number.isFinite(registerTimeoutMs) && registerTimeoutMs > 0)
-    )
-      throw new EndpointOptionError('registerTimeoutMs', registerTimeoutMs, 'a positive number of milliseconds');
+    checkTimeoutMs('registerTimeoutMs', registerTimeoutMs);
     const endpoint = 'blocks' in rest ? await ReuseEndpoint.#allocated(rest) : new ReuseEndpoint(rest);
     try {
       await endpoint.register(registerTimeoutMs === undefined ? {} : { timeoutMs: registerTimeoutMs });
@@ -441,18 +443,21 @@ export class ReuseEndpoint {
   /**
    * Serves the metrics when `settings.endpoint.metricsPort` is set (once: a retry keeps the listener;
    * `MetricsPortError` for a port in use), then registers every bank with the agent, all or nothing (`registerRank`).
+   * Options that are no object, a `timeoutMs` that is not a positive number of milliseconds or a `signal`
+   * that is no `AbortSignal` are refused (`EndpointOptionError`) before anything moves.
    */
   async register(
     options: { readonly timeoutMs?: number; readonly signal?: AbortSignal } = {},
   ): Promise<RegisteredRank> {
     this.#lifecycle.require('register', ['created']);
+    const registration = checkedRegisterOptions(options);
     this.#lifecycle.move('registering', 'register()');
     try {
       const { agent, banks, metrics, settings } = this.#options;
       const port = settings.endpoint?.metricsPort ?? 0;
       if (port !== 0)
         this.#metricsListener ??= await (metrics as EndpointMetrics).listen(port, settings.endpoint?.metricsHost);
-      this.#registered = await registerRank({ agent, banks, ...options });
+      this.#registered = await registerRank({ agent, banks, ...registration });
     } catch (error) {
       this.#lifecycle.move('created', `registration failed: ${error instanceof Error ? error.message : String(error)}`);
       throw error;
