@@ -2,6 +2,10 @@
  * or UCX_POSIX_DIR) can hold an allocation, the detail saying what each had or why it could not be asked. */
 #include "harness.h"
 
+#ifdef KVT_HAVE_UCX
+#include "backends/ucx/ucx_tls.h"
+#endif
+
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/audit.h>
@@ -271,6 +275,55 @@ static void private_fallback_names_an_unaskable_posix_dir(void) {
     CHECK_OK(kvt_agent_destroy(agent));
 }
 
+/* UCX_TLS read as UCX 1.13 reads it: whole names, '^' negating the whole list, "all", the aliases (sm, shm and mm
+ * cover posix and sysv), '\' taking a name as a transport's own, ":aux". */
+static void ucx_tls_is_read_as_ucx_reads_it(void) {
+#ifndef KVT_HAVE_UCX
+    test_skip_reason = "the ucx backend is not built";
+#else
+    static const struct {
+        const char *tls, *transport;
+        bool uses;
+    } cases[] = {
+        {NULL, "sysv", true},
+        {"all", "posix", true},
+        {"^all", "posix", true},
+        {"^sysv", "sysv", false},
+        {"^sysv", "posix", true},
+        {"posix,tcp,self", "posix", true},
+        {"posix,tcp,self", "sysv", false},
+        {"tcp,,posix", "posix", true},
+        {"tcp", "sysv", false},
+        {"tcp", "posix", false},
+        {"sm,self", "sysv", true},
+        {"shm", "posix", true},
+        {"mm,tcp", "sysv", true},
+        {"mm,tcp", "cma", false},
+        {"^sm", "posix", false},
+        {"^mm,tcp", "sysv", false},
+        {"^mm,tcp", "cma", true},
+        {"^mm,tcp", "tcp", false},
+        {"sysvx,posixy,smx", "sysv", false},
+        {"sysvx,posixy,smx", "posix", false},
+        {"^sysvx", "sysv", true},
+        {"\\posix", "posix", true},
+        {"\\sm", "posix", false},
+        {"^\\sm", "posix", true},
+        {"sysv:aux", "sysv", true},
+        {"rc", "rc_mlx5", true},
+        {"rc", "ud_mlx5", true},
+        {"^rc", "rc_mlx5", false},
+        {"^rc", "ud_mlx5", true},
+        {"ib,self", "tcp", false},
+        {"", "posix", false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        CHECK(ucx_tls_uses(cases[i].tls, cases[i].transport) == cases[i].uses, "UCX_TLS=%s %s %s",
+              cases[i].tls ? cases[i].tls : "(unset)", cases[i].uses ? "leaves in" : "leaves out", cases[i].transport);
+#endif
+}
+
 TEST_MAIN("shared-memory", TEST(full_dev_shm_is_a_typed_refusal), TEST(full_posix_dir_is_a_typed_refusal),
           TEST(unaskable_sysv_is_no_room), TEST(unaskable_posix_dir_is_no_room), TEST(allocation_in_a_small_shm),
-          TEST(allocation_with_a_limit_unasked), TEST(private_fallback_names_an_unaskable_posix_dir))
+          TEST(allocation_with_a_limit_unasked), TEST(private_fallback_names_an_unaskable_posix_dir),
+          TEST(ucx_tls_is_read_as_ucx_reads_it))

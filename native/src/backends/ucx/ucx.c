@@ -3,6 +3,7 @@
  * progress, and registration (it serves the registered memory). Allocation may also run on the caller's
  * thread: the context is shared (mt_workers_shared), so UCX serializes it under the context's lock. */
 #include "backends/ucx/ucx_staging.h"
+#include "backends/ucx/ucx_tls.h"
 
 #include "backend.h"
 #include "file_regions.h"
@@ -126,23 +127,11 @@ static void ucx_stop(kvt_agent *agent) {
     agent->backend_state = NULL;
 }
 
-/* Whether a UCX_TLS value leaves the shared-memory transports in (UCX warns about MM settings otherwise). */
-static bool tls_may_use(const char *tls, const char *const *names, size_t count) {
-    if (!tls || tls[0] == '^' || strstr(tls, "all")) return true;
+/* Whether `tls` (a UCX_TLS value) leaves in one of `transports`. */
+static bool tls_uses_any(const char *tls, const char *const *transports, size_t count) {
     for (size_t i = 0; i < count; i++)
-        if (strstr(tls, names[i])) return true;
+        if (ucx_tls_uses(tls, transports[i])) return true;
     return false;
-}
-
-static bool tls_may_use_shared_memory(const char *tls) {
-    static const char *const names[] = {"sm", "shm", "mm", "posix", "sysv", "xpmem"};
-    return tls_may_use(tls, names, sizeof names / sizeof names[0]);
-}
-
-/* Whether a UCX_TLS value leaves a network transport in (tcp, or RDMA's). */
-static bool tls_may_use_network(const char *tls) {
-    static const char *const names[] = {"tcp", "rc", "ud", "dc", "ib"};
-    return tls_may_use(tls, names, sizeof names / sizeof names[0]);
 }
 
 static ucs_status_t open_worker(ucx_state *state, ucp_worker_h *out, int *out_event_fd) {
@@ -256,8 +245,10 @@ static kvt_status ucx_open(kvt_agent *agent, ucx_state *state, char *detail, siz
     ucs_status_t status = ucp_config_read(NULL, NULL, &config);
     if (status != UCS_OK) return ucx_fail(detail, detail_size, "ucp_config_read", status);
     const char *tls = agent->ucx_transports[0] ? agent->ucx_transports : getenv("UCX_TLS");
-    state->shared_memory = tls_may_use_shared_memory(tls);
-    state->network = tls_may_use_network(tls);
+    static const char *const memory_mappers[] = {"posix", "sysv", "xpmem"};
+    static const char *const networks[] = {"tcp", "rc_verbs", "rc_mlx5", "ud_verbs", "ud_mlx5", "dc_mlx5"};
+    state->shared_memory = tls_uses_any(tls, memory_mappers, sizeof memory_mappers / sizeof memory_mappers[0]);
+    state->network = tls_uses_any(tls, networks, sizeof networks / sizeof networks[0]);
     status = confine(agent, config, detail, detail_size);
     if (status != UCS_OK) {
         ucp_config_release(config);

@@ -58,7 +58,7 @@ typedef struct {
     ucp_worker_h worker;
     int event_fd;       /* -1 when the worker has none: then poll with a short timeout */
     ucx_worker serving; /* .worker NULL when replacing it failed */
-    bool shared_memory; /* UCX_TLS at ucp_init left the shared-memory transports in */
+    bool shared_memory; /* UCX_TLS at ucp_init left a memory-mapping transport in (posix, sysv, xpmem) */
     bool network;       /* UCX_TLS left a network transport in (tcp, RDMA): the serving worker has a network address */
     ucx_addresses address; /* the serving worker's (agent->lock held to change it, as metadata reads it) */
     uint64_t next_liveness_check_ns;
