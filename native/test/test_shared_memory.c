@@ -1,7 +1,9 @@
 /* Shared memory for kvt_mem_alloc on UCX: refused when neither SysV shared memory nor UCX's posix directory (/dev/shm,
- * or UCX_POSIX_DIR) can hold an allocation, the detail saying what each had or why it could not be asked. */
+ * or UCX_POSIX_DIR) can hold an allocation, each counted only where UCX_TLS leaves its transport in, the detail saying
+ * what each had or why it could not be asked. */
 #include "harness.h"
 
+#include "services/mapping.h"
 #ifdef KVT_HAVE_UCX
 #include "backends/ucx/ucx_tls.h"
 #endif
@@ -14,6 +16,7 @@
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/shm.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
@@ -28,6 +31,8 @@ extern char **environ;
 #define SMALL_POSIX_DIR "/dev/shm/posix"
 /* kernel.shmmax of the child's IPC namespace: SysV refuses anything larger (UCX's own receive pools fit) */
 #define SYSV_LIMIT "8388608"
+/* kernel.shmmax where SysV would have room for the 64 MiB, were it counted */
+#define ROOMY_SYSV_LIMIT "134217728"
 #define TOO_LARGE (64u << 20)
 #define FITS_SHM_ONLY (12u << 20)
 
@@ -69,13 +74,17 @@ static uint64_t bytes_written(void) {
     return written;
 }
 
+/* Whether this process is a child run_in_small_shm made; the cases it runs are skipped anywhere else. */
+static bool in_small_shm(void) {
+    if (getenv("KVT_TEST_IN_SMALL_SHM")) return true;
+    test_skip_reason = "runs inside the namespaces run_in_small_shm makes";
+    return false;
+}
+
 /* Inside the namespaces run_in_small_shm makes: UCX's posix directory is a 24 MiB tmpfs and SysV shared memory
  * takes at most 8 MiB, so a 64 MiB allocation has no shared memory to go to. */
 static void allocation_in_a_small_shm(void) {
-    if (!getenv("KVT_TEST_SMALL_SHM")) {
-        test_skip_reason = "runs inside the namespaces run_in_small_shm makes";
-        return;
-    }
+    if (!in_small_shm()) return;
     const char *dir = posix_dir();
     uint32_t agent = make_agent("small-shm");
     uint64_t room = free_bytes_in(dir), address = 0;
@@ -123,11 +132,9 @@ static void allocation_in_a_small_shm(void) {
 /* Inside the namespaces run_in_small_shm makes where a limit cannot be asked: 64 MiB is refused before UCX writes
  * anything, the detail saying which limit (KVT_TEST_REFUSAL). */
 static void allocation_with_a_limit_unasked(void) {
+    if (!in_small_shm()) return;
     const char *refusal = getenv("KVT_TEST_REFUSAL");
-    if (!refusal) {
-        test_skip_reason = "runs inside the namespaces run_in_small_shm makes";
-        return;
-    }
+    CHECK(refusal != NULL, "run_in_small_shm names the refusal in KVT_TEST_REFUSAL");
     uint32_t agent = make_agent("unasked-shm");
     uint64_t address = 0, written = bytes_written();
     CHECK_STATUS(KVT_ERR_NO_MEMORY, kvt_mem_alloc(agent, TOO_LARGE, 0, &address));
@@ -137,6 +144,56 @@ static void allocation_with_a_limit_unasked(void) {
     CHECK_DETAIL(refusal);
     CHECK(counter(agent, KVT_COUNTER_LIVE_ALLOCATIONS) == 0 && counter(agent, KVT_COUNTER_ALLOCATED_BYTES) == 0,
           "the refusal left no allocation");
+    CHECK_OK(kvt_agent_destroy(agent));
+}
+
+/* Inside the namespaces run_in_small_shm makes, UCX_TLS leaving sysv out: only UCX's posix directory is counted, so
+ * 64 MiB, more than its 24 MiB, is refused before UCX writes the directory full to find that out, however much room
+ * SysV shared memory has (kernel.shmmax is above 64 MiB here, or SysV IPC is refused). */
+static void allocation_in_posix_alone(void) {
+    if (!in_small_shm()) return;
+    const char *dir = posix_dir();
+    uint32_t agent = make_agent("posix-alone");
+    uint64_t room = free_bytes_in(dir), address = 0;
+    CHECK(room < TOO_LARGE, "%s is the small tmpfs (%llu bytes free)", dir, (unsigned long long)room);
+    uint64_t written = bytes_written();
+    CHECK_STATUS(KVT_ERR_NO_MEMORY, kvt_mem_alloc(agent, TOO_LARGE, 0, &address));
+    CHECK(bytes_written() - written < (1u << 20), "the refusal wrote %llu bytes into %s first",
+          (unsigned long long)(bytes_written() - written), dir);
+    CHECK(free_bytes_in(dir) == room, "the refusal left nothing in %s (%llu bytes free, %llu before)", dir,
+          (unsigned long long)free_bytes_in(dir), (unsigned long long)room);
+    CHECK_DETAIL("67108864 bytes");
+    char expected[160];
+    snprintf(expected, sizeof expected, "%s has %llu bytes free (UCX_TLS leaves sysv out)", dir,
+             (unsigned long long)room);
+    CHECK_DETAIL(expected);
+    CHECK(strstr(kvt_last_error_detail(), "SysV shared memory") == NULL, "the detail '%s' counts SysV shared memory",
+          kvt_last_error_detail());
+    CHECK(counter(agent, KVT_COUNTER_LIVE_ALLOCATIONS) == 0 && counter(agent, KVT_COUNTER_ALLOCATED_BYTES) == 0,
+          "the refusal left no allocation");
+    CHECK_OK(kvt_agent_destroy(agent));
+}
+
+/* Inside the namespaces run_in_small_shm makes, UCX_TLS leaving posix out: with every SysV segment id this IPC
+ * namespace allows (kernel.shmmni) taken, SysV refuses 1 MiB that its limits have room for and UCX falls back to
+ * private memory. The refusal says that SysV refused it and that UCX_TLS leaves posix out, not what the posix
+ * directory has, which UCX never tried. */
+static void private_fallback_when_sysv_refuses(void) {
+    if (!in_small_shm()) return;
+    uint32_t agent = make_agent("sysv-refuses");
+    struct shm_info usage;
+    CHECK(shmctl(0, SHM_INFO, (struct shmid_ds *)(void *)&usage) >= 0, "shmctl(SHM_INFO): %s", strerror(errno));
+    char ids[32];
+    int ids_length = snprintf(ids, sizeof ids, "%d", usage.used_ids);
+    int fd = open("/proc/sys/kernel/shmmni", O_WRONLY);
+    CHECK(fd >= 0 && write(fd, ids, (size_t)ids_length) == ids_length, "set kernel.shmmni to %s: %s", ids,
+          strerror(errno));
+    close(fd);
+    uint64_t address = 0;
+    CHECK_STATUS(KVT_ERR_NO_MEMORY, kvt_mem_alloc(agent, 1u << 20, 0, &address));
+    CHECK_DETAIL("no shared memory for 1048576 bytes: SysV shared memory refused it (UCX_TLS leaves posix out), so UCX "
+                 "fell back to private memory");
+    CHECK(counter(agent, KVT_COUNTER_LIVE_ALLOCATIONS) == 0, "the refusal left no allocation");
     CHECK_OK(kvt_agent_destroy(agent));
 }
 
@@ -171,12 +228,14 @@ typedef struct {
     const char *small_dir;   /* the 24 MiB tmpfs: /dev/shm, or a directory in a 128 MiB /dev/shm */
     const char *ucx_setting; /* one more "UCX_…=…" in the child's environment, or NULL */
     bool without_sysv;       /* SysV IPC calls fail with ENOSYS in the child */
-    const char *refusal;     /* the detail the 64 MiB refusal names; NULL runs allocation_in_a_small_shm */
+    const char *sysv_limit;  /* kernel.shmmax in the child: SYSV_LIMIT or ROOMY_SYSV_LIMIT */
+    const char *child_case;  /* the case the child runs (one that runs only there) */
+    const char *refusal;     /* KVT_TEST_REFUSAL: the detail allocation_with_a_limit_unasked expects, or NULL */
 } small_shm;
 
-/* Runs allocation_in_a_small_shm in a child process this test puts into a new mount and IPC namespace (as
- * `unshare --mount --ipc` would), kernel.shmmax at 8 MiB there and a 24 MiB tmpfs over `small_dir`: /dev/shm, or
- * a directory inside a larger /dev/shm that UCX_POSIX_DIR names. */
+/* Runs `child_case` in a child process this test puts into a new mount and IPC namespace (as `unshare --mount --ipc`
+ * would), kernel.shmmax at `sysv_limit` there and a 24 MiB tmpfs over `small_dir`: /dev/shm, or a directory inside a
+ * larger /dev/shm that UCX_POSIX_DIR names. */
 static void run_in_small_shm(small_shm setup) {
     ONLY_ON_BACKEND(KVT_BACKEND_UCX, "the loopback backend allocates private memory, not shared memory");
     const char *small_dir = setup.small_dir;
@@ -187,15 +246,16 @@ static void run_in_small_shm(small_shm setup) {
     self[n] = '\0';
     size_t count = 0;
     while (environ[count]) count++;
-    char **env = calloc(count + 3, sizeof *env);
+    char **env = calloc(count + 4, sizeof *env);
     CHECK(env != NULL, "out of memory");
     memcpy(env, environ, count * sizeof *env);
     char refusal_setting[256];
     snprintf(refusal_setting, sizeof refusal_setting, "KVT_TEST_REFUSAL=%s", setup.refusal ? setup.refusal : "");
-    env[count] = setup.refusal ? refusal_setting : "KVT_TEST_SMALL_SHM=1";
-    env[count + 1] = (char *)setup.ucx_setting;
-    char *const args[] = {self, "--case",
-                          setup.refusal ? "allocation_with_a_limit_unasked" : "allocation_in_a_small_shm", NULL};
+    size_t at = count;
+    env[at++] = "KVT_TEST_IN_SMALL_SHM=1";
+    if (setup.ucx_setting) env[at++] = (char *)setup.ucx_setting;
+    if (setup.refusal) env[at++] = refusal_setting;
+    char *const args[] = {self, "--case", (char *)setup.child_case, NULL};
     fflush(NULL);
     pid_t child = fork();
     CHECK(child >= 0, "fork");
@@ -206,7 +266,8 @@ static void run_in_small_shm(small_shm setup) {
             _exit(78);
         if (mount("tmpfs", small_dir, "tmpfs", 0, SMALL_SHM_OPTIONS) != 0) _exit(78);
         int fd = open("/proc/sys/kernel/shmmax", O_WRONLY);
-        if (fd < 0 || write(fd, SYSV_LIMIT, sizeof SYSV_LIMIT - 1) != (ssize_t)(sizeof SYSV_LIMIT - 1)) _exit(79);
+        ssize_t limit_length = (ssize_t)strlen(setup.sysv_limit);
+        if (fd < 0 || write(fd, setup.sysv_limit, (size_t)limit_length) != limit_length) _exit(79);
         close(fd);
 #ifdef AUDIT_ARCH_NATIVE
         if (setup.without_sysv && !refuse_sysv_shared_memory()) _exit(81);
@@ -228,51 +289,102 @@ static void run_in_small_shm(small_shm setup) {
 
 /* A full /dev/shm (and SysV shared memory too small) is a typed refusal naming the size and /dev/shm,
  * not a SIGBUS at first touch nor a silent private fallback. */
-static void full_dev_shm_is_a_typed_refusal(void) { run_in_small_shm((small_shm){"/dev/shm", NULL, false, NULL}); }
+static void full_dev_shm_is_a_typed_refusal(void) {
+    run_in_small_shm((small_shm){"/dev/shm", NULL, false, SYSV_LIMIT, "allocation_in_a_small_shm", NULL});
+}
 
 /* With UCX_POSIX_DIR naming another directory, UCX's posix segments go there: the room asked before UCX is that
  * directory's, not that of /dev/shm (which has room here). */
 static void full_posix_dir_is_a_typed_refusal(void) {
-    run_in_small_shm((small_shm){SMALL_POSIX_DIR, "UCX_POSIX_DIR=" SMALL_POSIX_DIR, false, NULL});
+    run_in_small_shm((small_shm){SMALL_POSIX_DIR, "UCX_POSIX_DIR=" SMALL_POSIX_DIR, false, SYSV_LIMIT,
+                                 "allocation_in_a_small_shm", NULL});
+}
+
+/* UCX_TLS=^sysv: UCX places nothing in SysV shared memory, so its room (kernel.shmmax above 64 MiB here) is not
+ * counted, and 64 MiB is refused for the small /dev/shm alone instead of UCX writing it full first. */
+static void sysv_left_out_counts_the_posix_dir_alone(void) {
+    run_in_small_shm(
+        (small_shm){"/dev/shm", "UCX_TLS=^sysv", false, ROOMY_SYSV_LIMIT, "allocation_in_posix_alone", NULL});
+}
+
+/* The same where UCX_TLS lists its transports and sysv is not among them. */
+static void sysv_unlisted_counts_the_posix_dir_alone(void) {
+    run_in_small_shm(
+        (small_shm){"/dev/shm", "UCX_TLS=posix,tcp,self", false, ROOMY_SYSV_LIMIT, "allocation_in_posix_alone", NULL});
 }
 
 /* Without SysV IPC, UCX has no SysV segments either (its sysv transport fails the worker, so UCX_TLS leaves it out):
- * SysV limits that cannot be asked count as no room, not as unlimited room that would let UCX write the small
- * /dev/shm full before failing. */
-static void unaskable_sysv_is_no_room(void) {
+ * the posix directory alone is counted, and the refusal says UCX_TLS leaves sysv out. */
+static void without_sysv_ipc_the_posix_dir_alone_counts(void) {
 #ifndef AUDIT_ARCH_NATIVE
     test_skip_reason = "the seccomp filter that refuses SysV IPC knows the system calls of x86_64 and aarch64 only";
     return;
 #endif
-    run_in_small_shm(
-        (small_shm){"/dev/shm", "UCX_TLS=^sysv", true,
-                    "SysV shared memory could not be asked for its limits (shmctl: Function not implemented)"});
+    run_in_small_shm((small_shm){"/dev/shm", "UCX_TLS=^sysv", true, SYSV_LIMIT, "allocation_in_posix_alone", NULL});
+}
+
+/* SysV limits that cannot be asked (here a seccomp filter fails shmctl with ENOSYS) count as no room, not as unlimited
+ * room: asked in a child process, as the filter stays for the life of the process. */
+static void unaskable_sysv_limits_are_no_room(void) {
+#ifndef AUDIT_ARCH_NATIVE
+    test_skip_reason = "the seccomp filter that refuses SysV IPC knows the system calls of x86_64 and aarch64 only";
+    return;
+#else
+    static const char expected[] = "SysV shared memory could not be asked for its limits (shmctl: Function not "
+                                   "implemented) (UCX_TLS leaves posix out)";
+    fflush(NULL);
+    pid_t child = fork();
+    CHECK(child >= 0, "fork");
+    if (child == 0) {
+        if (!refuse_sysv_shared_memory()) _exit(81);
+        char why[512];
+        bool room = kvt_shared_memory_room(4096, (kvt_shared_memory_kinds){.sysv = true}, why, sizeof why);
+        if (room || strcmp(why, expected) != 0) {
+            fprintf(stderr, "room %d, detail '%s'\n", room, room ? "" : why);
+            _exit(1);
+        }
+        _exit(0);
+    }
+    int status = 0;
+    CHECK(waitpid(child, &status, 0) == child, "waitpid");
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+          "the room check without SysV IPC did not refuse with '%s' (exit %d; 81: seccomp; its detail above)", expected,
+          WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+#endif
 }
 
 /* A UCX_POSIX_DIR statvfs cannot ask is one UCX 1.13 leaves its posix transport out for ("could not stat shared
  * memory device"): no room there either. */
 static void unaskable_posix_dir_is_no_room(void) {
     run_in_small_shm(
-        (small_shm){"/dev/shm", "UCX_POSIX_DIR=/dev/shm/missing", false,
+        (small_shm){"/dev/shm", "UCX_POSIX_DIR=/dev/shm/missing", false, SYSV_LIMIT, "allocation_with_a_limit_unasked",
                     "/dev/shm/missing could not be asked for its free bytes (statvfs: No such file or directory)"});
 }
 
-/* UCX_TLS leaves SysV out and statvfs cannot ask UCX_POSIX_DIR: the room check passes on the SysV limits, UCX falls
- * back to private memory, and the refusal says that the directory could not be asked, not that it has 0 bytes free. */
-static void private_fallback_names_an_unaskable_posix_dir(void) {
+/* UCX_TLS leaves sysv out and statvfs cannot ask UCX_POSIX_DIR: UCX has no shared memory to place even 1 MiB in, so it
+ * is refused before UCX is asked (not counted on SysV's limits, left to fall back to private memory), the detail
+ * saying that the directory could not be asked and that UCX_TLS leaves sysv out. */
+static void unaskable_posix_dir_without_sysv_is_no_room(void) {
     ONLY_ON_BACKEND(KVT_BACKEND_UCX, "the loopback backend allocates private memory, not shared memory");
     setenv("UCX_TLS", "^sysv", 1);
     setenv("UCX_POSIX_DIR", "/dev/shm/missing", 1);
-    uint32_t agent = make_agent("private-fallback");
+    uint32_t agent = make_agent("no-shared-memory");
     uint64_t address = 0;
     kvt_status status = kvt_mem_alloc(agent, 1u << 20, 0, &address);
     unsetenv("UCX_POSIX_DIR");
     unsetenv("UCX_TLS");
     CHECK_STATUS(KVT_ERR_NO_MEMORY, status);
-    CHECK_DETAIL("fell back to private memory");
-    CHECK_DETAIL("/dev/shm/missing could not be asked for its free bytes (statvfs: No such file or directory)");
+    CHECK_DETAIL("no shared memory for 1048576 bytes: /dev/shm/missing could not be asked for its free bytes (statvfs: "
+                 "No such file or directory) (UCX_TLS leaves sysv out)");
     CHECK(counter(agent, KVT_COUNTER_LIVE_ALLOCATIONS) == 0, "the refusal left no allocation");
     CHECK_OK(kvt_agent_destroy(agent));
+}
+
+/* SysV refuses what its limits have room for (every segment id taken) with UCX_TLS=^posix: the private-memory fallback
+ * is refused, its detail naming what UCX had to choose from. */
+static void private_fallback_names_what_ucx_had(void) {
+    run_in_small_shm(
+        (small_shm){"/dev/shm", "UCX_TLS=^posix", false, ROOMY_SYSV_LIMIT, "private_fallback_when_sysv_refuses", NULL});
 }
 
 /* UCX_TLS read as UCX 1.13 reads it: whole names, '^' negating the whole list, "all", the aliases (sm, shm and mm
@@ -324,6 +436,9 @@ static void ucx_tls_is_read_as_ucx_reads_it(void) {
 }
 
 TEST_MAIN("shared-memory", TEST(full_dev_shm_is_a_typed_refusal), TEST(full_posix_dir_is_a_typed_refusal),
-          TEST(unaskable_sysv_is_no_room), TEST(unaskable_posix_dir_is_no_room), TEST(allocation_in_a_small_shm),
-          TEST(allocation_with_a_limit_unasked), TEST(private_fallback_names_an_unaskable_posix_dir),
-          TEST(ucx_tls_is_read_as_ucx_reads_it))
+          TEST(sysv_left_out_counts_the_posix_dir_alone), TEST(sysv_unlisted_counts_the_posix_dir_alone),
+          TEST(without_sysv_ipc_the_posix_dir_alone_counts), TEST(unaskable_sysv_limits_are_no_room),
+          TEST(unaskable_posix_dir_is_no_room), TEST(unaskable_posix_dir_without_sysv_is_no_room),
+          TEST(private_fallback_names_what_ucx_had), TEST(ucx_tls_is_read_as_ucx_reads_it),
+          TEST(allocation_in_a_small_shm), TEST(allocation_with_a_limit_unasked), TEST(allocation_in_posix_alone),
+          TEST(private_fallback_when_sysv_refuses))

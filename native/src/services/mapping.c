@@ -121,26 +121,46 @@ static bool sysv_room_bytes(uint64_t page, uint64_t *out) {
     return true;
 }
 
+/* `counted` (what the kinds counted have, "" when none), then the kinds UCX_TLS leaves out of `kinds`, if any. */
+static void describe_with_left_out(const char *counted, kvt_shared_memory_kinds kinds, char *out, size_t size) {
+    const char *left_out = !kinds.posix && !kinds.sysv ? "posix and sysv" : !kinds.posix ? "posix" : "sysv";
+    if (kinds.posix && kinds.sysv)
+        snprintf(out, size, "%s", counted);
+    else if (counted[0])
+        snprintf(out, size, "%s (UCX_TLS leaves %s out)", counted, left_out);
+    else
+        snprintf(out, size, "UCX_TLS leaves %s out", left_out);
+}
+
 /* A limit that cannot be asked is no room: without SysV IPC UCX has no SysV segments, and UCX 1.13 leaves its posix
  * transport out when statvfs fails on its directory. */
-bool kvt_shared_memory_room(uint64_t length, char *why, size_t why_size) {
+bool kvt_shared_memory_room(uint64_t length, kvt_shared_memory_kinds kinds, char *why, size_t why_size) {
     uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
     uint64_t segment = (length + page - 1) / page * page;
     const char *dir = kvt_posix_segment_dir();
     uint64_t posix_free = 0, sysv = 0;
-    bool posix_known = free_bytes(dir, &posix_free);
+    bool posix_known = kinds.posix && free_bytes(dir, &posix_free);
     int posix_error = errno;
-    bool sysv_known = sysv_room_bytes(page, &sysv);
+    bool sysv_known = kinds.sysv && sysv_room_bytes(page, &sysv);
     int sysv_error = errno;
-    if (segment <= posix_free || segment <= sysv) return true;
-    char posix[KVT_FREE_BYTES_DESCRIPTION_SIZE], sysv_limit[160];
-    describe_free_bytes(dir, posix_known, posix_free, posix_error, posix, sizeof posix);
+    if ((posix_known && segment <= posix_free) || (sysv_known && segment <= sysv)) return true;
+    char posix[KVT_FREE_BYTES_DESCRIPTION_SIZE] = "", sysv_limit[160] = "", counted[512];
+    if (kinds.posix) describe_free_bytes(dir, posix_known, posix_free, posix_error, posix, sizeof posix);
     if (sysv_known)
         snprintf(sysv_limit, sizeof sysv_limit, "SysV shared memory takes at most %llu bytes",
                  (unsigned long long)sysv);
-    else
+    else if (kinds.sysv)
         snprintf(sysv_limit, sizeof sysv_limit, "SysV shared memory could not be asked for its limits (shmctl: %s)",
                  strerror(sysv_error));
-    snprintf(why, why_size, "%s and %s", posix, sysv_limit);
+    snprintf(counted, sizeof counted, "%s%s%s", posix, posix[0] && sysv_limit[0] ? " and " : "", sysv_limit);
+    describe_with_left_out(counted, kinds, why, why_size);
     return false;
+}
+
+void kvt_shared_memory_refusal_describe(kvt_shared_memory_kinds kinds, char *out, size_t size) {
+    char posix[KVT_FREE_BYTES_DESCRIPTION_SIZE] = "", counted[512];
+    if (kinds.posix) kvt_free_bytes_describe(kvt_posix_segment_dir(), posix, sizeof posix);
+    snprintf(counted, sizeof counted, "%s%s%s", kinds.sysv ? "SysV shared memory refused it" : "",
+             kinds.sysv && kinds.posix ? " and " : "", posix);
+    describe_with_left_out(counted, kinds, out, size);
 }

@@ -23,9 +23,18 @@ const char *kvt_posix_segment_dir(void);
 void kvt_free_bytes_describe(const char *dir, char *out, size_t size);
 /* Room for what kvt_free_bytes_describe writes (a long directory is cut short). */
 enum { KVT_FREE_BYTES_DESCRIPTION_SIZE = 320 };
-/* Whether SysV shared memory or kvt_posix_segment_dir() has room for a segment of `length` bytes (whole pages);
- * else false, with how much each has in `why`. A limit that cannot be asked counts as no room (`why` names it and
- * the error asking it). */
-bool kvt_shared_memory_room(uint64_t length, char *why, size_t why_size);
+/* The kinds of shared memory UCX allocates from, each as UCX_TLS leaves its transport in or out. */
+typedef struct {
+    bool sysv;  /* the sysv transport: SysV segments */
+    bool posix; /* the posix transport: segments in kvt_posix_segment_dir() */
+} kvt_shared_memory_kinds;
+/* Whether one of `kinds` (SysV shared memory, kvt_posix_segment_dir()) has room for a segment of `length` bytes
+ * (whole pages); else false, with how much each of `kinds` has in `why`, and which kinds UCX_TLS leaves out. A limit
+ * that cannot be asked counts as no room (`why` names it and the error asking it). */
+bool kvt_shared_memory_room(uint64_t length, kvt_shared_memory_kinds kinds, char *why, size_t why_size);
+/* What UCX had to choose from before it fell back to private memory, as a refusal's detail says it: SysV shared
+ * memory refused it, what kvt_posix_segment_dir() has free (each where `kinds` has it), and which kinds UCX_TLS
+ * leaves out. */
+void kvt_shared_memory_refusal_describe(kvt_shared_memory_kinds kinds, char *out, size_t size);
 
 #endif

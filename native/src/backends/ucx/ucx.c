@@ -248,6 +248,8 @@ static kvt_status ucx_open(kvt_agent *agent, ucx_state *state, char *detail, siz
     static const char *const memory_mappers[] = {"posix", "sysv", "xpmem"};
     static const char *const networks[] = {"tcp", "rc_verbs", "rc_mlx5", "ud_verbs", "ud_mlx5", "dc_mlx5"};
     state->shared_memory = tls_uses_any(tls, memory_mappers, sizeof memory_mappers / sizeof memory_mappers[0]);
+    state->allocates_from =
+        (kvt_shared_memory_kinds){.sysv = ucx_tls_uses(tls, "sysv"), .posix = ucx_tls_uses(tls, "posix")};
     state->network = tls_uses_any(tls, networks, sizeof networks / sizeof networks[0]);
     status = confine(agent, config, detail, detail_size);
     if (status != UCS_OK) {
@@ -310,10 +312,12 @@ static kvt_status ucx_start(kvt_agent *agent, char *detail, size_t detail_size) 
 static kvt_status ucx_alloc(kvt_agent *agent, kvt_allocation *allocation, char *detail, size_t detail_size) {
     ucx_state *state = state_of(agent);
     /* Refused before UCX tries: it tests its posix directory by writing the whole segment there, filling it meanwhile. */
-    char room[512];
-    if (state->shared_memory && !kvt_shared_memory_room(allocation->length, room, sizeof room)) {
+    bool allocates_shared = state->allocates_from.sysv || state->allocates_from.posix;
+    char why_not_shared[640];
+    if (allocates_shared &&
+        !kvt_shared_memory_room(allocation->length, state->allocates_from, why_not_shared, sizeof why_not_shared)) {
         snprintf(detail, detail_size, "kvt_mem_alloc: no shared memory for %llu bytes: %s",
-                 (unsigned long long)allocation->length, room);
+                 (unsigned long long)allocation->length, why_not_shared);
         return KVT_ERR_NO_MEMORY;
     }
     ucp_mem_map_params_t params = {
@@ -343,17 +347,17 @@ static kvt_status ucx_alloc(kvt_agent *agent, kvt_allocation *allocation, char *
     /* UCX tries SysV shared memory, then a posix segment (written through first, so a full directory
      * refuses it), then falls back to private memory that no other process can map: readers would take
      * the slow path, and the allocation is not what it promises. Refuse it instead — unless UCX_TLS
-     * leaves the shared-memory transports out, where private memory is all UCX allocates. */
+     * leaves both sysv and posix out, where private memory is all UCX allocates. */
     char backing[256];
     bool shared = false;
     kvt_mapping_describe((uint64_t)(uintptr_t)attr.address, backing, sizeof backing, &shared);
-    if (!shared && state->shared_memory) {
+    if (!shared && allocates_shared) {
         ucp_mem_unmap(state->context, memh);
-        kvt_free_bytes_describe(kvt_posix_segment_dir(), posix_free, sizeof posix_free);
+        kvt_shared_memory_refusal_describe(state->allocates_from, why_not_shared, sizeof why_not_shared);
         snprintf(detail, detail_size,
-                 "kvt_mem_alloc: no shared memory for %llu bytes: SysV shared memory refused it and %s, so UCX fell "
-                 "back to private memory (%s) that readers cannot map",
-                 (unsigned long long)allocation->length, posix_free, backing);
+                 "kvt_mem_alloc: no shared memory for %llu bytes: %s, so UCX fell back to private memory (%s) that "
+                 "readers cannot map",
+                 (unsigned long long)allocation->length, why_not_shared, backing);
         return KVT_ERR_NO_MEMORY;
     }
     allocation->address = (uint64_t)(uintptr_t)attr.address;

@@ -6,6 +6,7 @@
 
 #include "agent.h"
 #include "backends/ucx/ucx_api.h"
+#include "services/mapping.h"
 
 #define KVT_AM_NOTIFY 7u
 #define KVT_AM_PROBE 8u          /* heartbeat probe: u32 peer id + u64 prober incarnation, little-endian */
@@ -59,7 +60,8 @@ typedef struct {
     int event_fd;       /* -1 when the worker has none: then poll with a short timeout */
     ucx_worker serving; /* .worker NULL when replacing it failed */
     bool shared_memory; /* UCX_TLS at ucp_init left a memory-mapping transport in (posix, sysv, xpmem) */
-    bool network;       /* UCX_TLS left a network transport in (tcp, RDMA): the serving worker has a network address */
+    kvt_shared_memory_kinds allocates_from; /* the shared memory UCX_TLS left UCX to place allocations in */
+    bool network; /* UCX_TLS left a network transport in (tcp, RDMA): the serving worker has a network address */
     ucx_addresses address; /* the serving worker's (agent->lock held to change it, as metadata reads it) */
     uint64_t next_liveness_check_ns;
     ucx_endpoint *failed;        /* endpoints to force-close after progress: UCX reported them failed, or flushed */
