@@ -246,6 +246,35 @@ describe('EngineEventSubscriber closed by its own onEvent', () => {
     expect(seen).toEqual([{ kind: 'gap', from: 0n, to: 1n }]);
     expect(subscriber.metrics()).toMatchObject({ gaps: 1, replays: 0, batches: 0 });
   });
+
+  it('reports no gap once closed on a restart whose batch also opens one', async () => {
+    let closing: Promise<void> | undefined;
+    let twoBatches!: () => void;
+    const twoBatchesApplied = new Promise<void>((resolve) => (twoBatches = resolve));
+    const { engine, subscriber, seen } = await follow(
+      {},
+      {
+        onEvent: (event) => {
+          seen.push(event);
+          if (seen.filter(({ kind }) => kind === 'batch').length === 2) twoBatches();
+          if (event.kind === 'restart') closing = subscriber.close();
+        },
+      },
+    );
+    await engine.store(conversation(0, 1));
+    await engine.store(conversation(300, 1));
+    await twoBatchesApplied;
+    // The restarted publisher's first batch (seq 0) is lost: its second (seq 1) goes back from the 2
+    // expected, a restart, and skips 0, a gap.
+    engine.restart();
+    engine.dropNext();
+    await engine.store(conversation(600, 1));
+    await engine.store(conversation(900, 1));
+    await subscriber.done;
+    await closing;
+    expect(seen.map((event) => event.kind)).toEqual(['batch', 'batch', 'restart']);
+    expect(subscriber.metrics()).toMatchObject({ restarts: 1, gaps: 0, replays: 0, batches: 2 });
+  });
 });
 
 describe('EngineEventSubscriber whose onEvent throws', () => {

@@ -176,6 +176,8 @@ export class EngineEventSubscriber {
       else this.#counters.restarts += 1;
       this.#expected = 0n;
       this.#emit({ kind: 'restart', seq, ignored });
+      // Closed by the restart's own onEvent: no gap is reported, nothing more reaches the feed.
+      if (this.#closed) return;
     }
     if (seq > this.#expected) await this.#repair(seq);
     // Closed while the replay ran: nothing more reaches the feed.
