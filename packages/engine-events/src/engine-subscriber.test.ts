@@ -1,6 +1,6 @@
 import { TestEngine, type TestEngineOptions } from '@kvreuse-internal/test-engine';
 import { blockHashSalt, hashBlockChain, RetainedInventory } from '@kvreuse/inventory';
-import { Registry } from 'prom-client';
+import { Gauge, Registry } from 'prom-client';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Router, Subscriber } from 'zeromq';
 import { EngineInventoryFeed } from './engine-inventory-feed.js';
@@ -439,6 +439,20 @@ describe('registerEngineEventMetrics', () => {
     expect(() => registerEngineEventMetrics({} as never, () => [])).toThrow(refused('registry'));
     expect(() => registerEngineEventMetrics(registry, [] as never)).toThrow(refused('subscribers'));
     expect(registry.getMetricsAsArray()).toEqual([]);
+  });
+
+  it('refuses a registry that holds one of its metrics already, naming it, and registers none of the others', () => {
+    const registry = new Registry();
+    const held = new Gauge({ name: 'kvreuse_engine_event_lag_seconds', help: 'held', registers: [registry] });
+    expect(() => registerEngineEventMetrics(registry, () => [])).toThrow(
+      expect.objectContaining({
+        code: 'ENGINE_EVENTS_INVALID_INPUT',
+        argument: 'registry',
+        message:
+          'engine events: registry = "kvreuse_engine_event_lag_seconds" is refused: a registry without the engine event metrics: it holds this one already',
+      }),
+    );
+    expect(registry.getMetricsAsArray()).toEqual([held]);
   });
 });
 

@@ -61,23 +61,36 @@ const counters: readonly CounterSpec[] = [
   },
 ];
 
+const counterName = (spec: CounterSpec): string => `kvreuse_engine_event_${spec.name}`;
+const lagGaugeName = 'kvreuse_engine_event_lag_seconds';
+const metricNames = [...counters.map(counterName), lagGaugeName];
+
 /**
  * Registers the subscribers' metrics in a Prometheus registry, read from `subscribers()` at each
  * scrape, labelled by engine worker: `kvreuse_engine_event_<counter>` for each count of
- * `EngineSubscriberMetrics`, and `kvreuse_engine_event_lag_seconds`.
+ * `EngineSubscriberMetrics`, and `kvreuse_engine_event_lag_seconds`. A registry that holds any of
+ * them already is refused, naming it, and none is registered.
  */
 export function registerEngineEventMetrics(
   registry: Registry,
   subscribers: () => readonly EngineEventSubscriber[],
 ): void {
-  if (typeof (registry as Partial<Registry> | null)?.registerMetric !== 'function')
+  const candidate = registry as Partial<Registry> | null;
+  if (typeof candidate?.registerMetric !== 'function' || typeof candidate.getSingleMetric !== 'function')
     throw new EngineEventsInputError('registry', registry, 'a prom-client Registry');
   // Checked here, not at the first scrape, where the error would be the scrape's.
   if (typeof subscribers !== 'function')
     throw new EngineEventsInputError('subscribers', subscribers, 'a function returning the subscribers to report');
+  const held = metricNames.find((name) => registry.getSingleMetric(name) !== undefined);
+  if (held !== undefined)
+    throw new EngineEventsInputError(
+      'registry',
+      held,
+      'a registry without the engine event metrics: it holds this one already',
+    );
   for (const spec of counters) {
     new Counter({
-      name: `kvreuse_engine_event_${spec.name}`,
+      name: counterName(spec),
       help: `Engine KV events: ${spec.help}.`,
       labelNames: spec.label === undefined ? ['worker'] : ['worker', spec.label],
       registers: [registry],
@@ -96,7 +109,7 @@ export function registerEngineEventMetrics(
     });
   }
   new Gauge({
-    name: 'kvreuse_engine_event_lag_seconds',
+    name: lagGaugeName,
     help: 'Engine KV events: how long after the engine stamped it the last batch was applied.',
     labelNames: ['worker'],
     registers: [registry],
