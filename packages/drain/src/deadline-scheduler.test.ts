@@ -13,6 +13,20 @@ describe('DeadlineScheduler', () => {
     expect(scheduler.size).toBe(0);
   });
 
+  it('refuses a time that is not finite, naming it, and arms no timer', () => {
+    const clock = new ManualClock();
+    const scheduler = new DeadlineScheduler(clock);
+    for (const at of [Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY])
+      expect(() => scheduler.schedule(at, () => {})).toThrow(
+        expect.objectContaining({
+          code: 'INVALID_DRAIN_OPTION',
+          message: `at = ${at} is refused: must be a finite clock time in milliseconds`,
+        }),
+      );
+    expect(scheduler.size).toBe(0);
+    expect(clock.pending).toBe(0);
+  });
+
   it('fires deadlines in time order, then scheduling order, on one timer', () => {
     const clock = new ManualClock();
     const scheduler = new DeadlineScheduler(clock);

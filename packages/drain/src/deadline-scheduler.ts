@@ -77,12 +77,13 @@ export class DeadlineScheduler {
     return this.#heap[0]?.at;
   }
 
-  /** Calls `fire(subject)` at `at` (clock time) unless cancelled before. */
+  /** Calls `fire(subject)` at `at` (a finite clock time) unless cancelled before. */
   schedule<Subject>(at: number, fire: (subject: Subject) => void, subject: Subject): Deadline;
   schedule(at: number, fire: () => void): Deadline;
   schedule(at: number, fire: (subject: unknown) => void, subject?: unknown): Deadline {
-    if (typeof at !== 'number' || Number.isNaN(at))
-      throw new InvalidDrainOptionError('at', at, 'must be a clock time in milliseconds');
+    // An infinite time would keep a timer re-armed for ever, never firing.
+    if (!Number.isFinite(at))
+      throw new InvalidDrainOptionError('at', at, 'must be a finite clock time in milliseconds');
     checkFunction('fire', fire);
     const entry = new Entry(this.#book, at, this.#sequence++, fire, subject, this.#book.epoch);
     this.#push(entry);
