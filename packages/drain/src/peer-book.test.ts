@@ -92,6 +92,16 @@ describe('PeerBook', () => {
     expect(book.admit(ticket)).toBe(peer);
   });
 
+  it('refuses a reason to mark a peer unhealthy that is not a non-empty string, naming it, and leaves the peer healthy', () => {
+    const book = new PeerBook();
+    book.track('decode-0', 'inc-a', fakePeer(1));
+    for (const reason of ['', undefined, 5])
+      expect(() => book.markUnhealthy('decode-0', reason as never)).toThrow(
+        expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option: 'reason', value: reason }),
+      );
+    expect(book.health('decode-0')).toEqual({ healthy: true });
+  });
+
   it('probes the native state and marks a disconnected peer unhealthy', () => {
     const book = new PeerBook();
     const peer = fakePeer(1);

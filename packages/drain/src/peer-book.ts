@@ -1,5 +1,5 @@
 import { InvalidDrainOptionError, PeerFencedError, PeerUnhealthyError } from './errors.js';
-import { checkFunction, checkOptionsObject } from './options.js';
+import { checkFunction, checkNonEmptyString, checkOptionsObject } from './options.js';
 
 /** The part of a native peer (`Peer` of `@kvreuse/native-bindings`) the book reads and invalidates. */
 export interface TrackedPeer {
@@ -116,8 +116,12 @@ export class PeerBook {
     if (this.#records.get(name)?.peer === peer) this.#records.delete(name);
   }
 
-  /** Marks the peer unhealthy (first reason kept) until it is tracked again. Unknown names are ignored. */
+  /**
+   * Marks the peer unhealthy (first reason kept) until it is tracked again. Unknown names are ignored;
+   * a reason that is not a non-empty string is refused.
+   */
   markUnhealthy(name: string, reason: string): void {
+    checkNonEmptyString('reason', reason);
     const record = this.#records.get(name);
     if (record === undefined || !record.health.healthy) return;
     record.health = { healthy: false, reason, since: this.#now() };
