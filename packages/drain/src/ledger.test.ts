@@ -154,6 +154,20 @@ describe('OperationLedger on the loopback backend', () => {
     expect(w.ledger.counts()).toMatchObject({ live: 0, cancelled: 1 });
   });
 
+  it('cancel refuses a why that is not a non-empty string, naming it, and leaves the operation in flight', async () => {
+    const { world: w } = await world();
+    w.reader.faults.delayCompletions('forever');
+    const operation = w.ledger.post(w.request([w.banks[1]!]), { ticket: w.ticket(), banks: [w.banks[1]!] });
+    for (const why of ['', undefined, 5])
+      expect(() => w.ledger.cancel(operation, why as never)).toThrow(
+        expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option: 'why', value: why }),
+      );
+    expect(operation.phase).toBe('in-flight');
+    w.reader.faults.clear();
+    expect(await operation.outcome).toEqual({ ok: true, bytesDone: 4096 });
+    expect(w.ledger.counts()).toMatchObject({ live: 0, completed: 1, cancelled: 0 });
+  });
+
   it('a cancelled operation the native layer never confirms is quarantined at its abandon deadline, its bank retained', async () => {
     const { world: w, clock } = await world();
     w.reader.faults.delayCompletions('forever');

@@ -480,9 +480,11 @@ export class OperationLedger<
    * on its source was lost): its outcome fails at once (`OperationTimedOutError` naming `why`), the
    * native layer is asked to cancel, and, as after a timeout, it is quarantined if it is still not
    * terminal `transport.abandonTimeoutMs` after it was posted. Its banks stay referenced until it is
-   * quiescent. An operation already quiescent, or not this ledger's, is left as it is.
+   * quiescent. An operation already quiescent, or not this ledger's, is left as it is. A `why` that is
+   * not a non-empty string is refused.
    */
   cancel(operation: LedgerOperation, why: string): void {
+    checkNonEmptyString('why', why);
     if (!(operation instanceof Entry) || !this.#live.has(operation) || operation.phase !== 'in-flight') return;
     operation.deadline?.cancel();
     this.#cancel(operation, why);
