@@ -147,10 +147,20 @@ export class DiscoveryFileError extends DiscoveryError {
   }
 }
 
+/** A store's operations whose subject is a prefix (every other one's is a key): `list` and `watch`. */
+const prefixOperations: ReadonlySet<string> = new Set(['list', 'watch']);
+
+/** `get of key "/a"`, `watch of prefix "/a/"`, or the operation alone when it has no key. */
+function operationOn(operation: string, key: string | undefined): string {
+  if (key === undefined) return operation;
+  return `${operation} of ${prefixOperations.has(operation) ? 'prefix' : 'key'} ${describe(key)}`;
+}
+
 /**
  * The backend could not be reached or failed (etcd down, SQLite file unusable). `location` is where
  * the store is, when the backend has one place (the SQLite file's absolute path); `why`, when given,
- * says what went wrong in words in place of the cause's own message.
+ * says what went wrong in words in place of the cause's own message. `key` is the key the operation
+ * was on, or the prefix of a `list` or `watch`.
  */
 export class DiscoveryUnavailableError extends DiscoveryError {
   readonly code = 'DISCOVERY_UNAVAILABLE';
@@ -168,10 +178,7 @@ export class DiscoveryUnavailableError extends DiscoveryError {
           ? `: ${options.cause.message}`
           : '';
     const at = options?.location === undefined ? '' : ` at ${options.location}`;
-    super(
-      `${backend} discovery${at}: ${operation}${key === undefined ? '' : ` of key ${describe(key)}`} failed${cause}`,
-      options,
-    );
+    super(`${backend} discovery${at}: ${operationOn(operation, key)} failed${cause}`, options);
     this.location = options?.location;
   }
 }
@@ -252,10 +259,7 @@ export class DiscoveryPermissionError extends DiscoveryError {
       user === undefined
         ? "this client (no etcd user configured: etcd took its client certificate's name, if any)"
         : `user ${describe(user)}`;
-    super(
-      `${backend} discovery: ${operation}${key === undefined ? '' : ` of key ${describe(key)}`} denied: ${who} is not granted it`,
-      options,
-    );
+    super(`${backend} discovery: ${operationOn(operation, key)} denied: ${who} is not granted it`, options);
   }
 }
 

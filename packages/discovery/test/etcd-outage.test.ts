@@ -195,7 +195,7 @@ test.skipIf(!etcdRuns)('a watch that a frozen etcd never confirms is refused wit
     await expect(store.watch('/unconfirmed/', () => {}, { fromRevision: 1 })).rejects.toMatchObject({
       code: 'DISCOVERY_UNAVAILABLE',
       key: '/unconfirmed/',
-      message: `etcd discovery: watch of key "/unconfirmed/" failed: etcd at ${etcd.server.url} did not confirm the watch within 2000 ms`,
+      message: `etcd discovery: watch of prefix "/unconfirmed/" failed: etcd at ${etcd.server.url} did not confirm the watch within 2000 ms`,
     });
   } finally {
     etcd.server.resume();
