@@ -57,12 +57,14 @@ interface Publishing {
 
 /**
  * Closes what `openPublishing` opened when the sidecar does not start, and removes what opening it created:
- * the default secret, and a new SQLite database unless another process has opened it since.
+ * a new SQLite database unless another process has opened it since, and the default secret created beside
+ * it only with it. A database kept is one another process publishes to, sealing with that secret.
  */
 async function abandonPublishing({ secret, store }: Publishing): Promise<void> {
-  if (store instanceof SqliteDiscoveryStore) await store.closeRemovingCreatedFile();
+  let removedDatabase = false;
+  if (store instanceof SqliteDiscoveryStore) removedDatabase = await store.closeRemovingCreatedFile();
   else await store.close();
-  if (secret.createdFile) rmSync(secret.origin, { force: true });
+  if (removedDatabase && secret.createdFile) rmSync(secret.origin, { force: true });
 }
 
 /** The cluster secret and the discovery store the sidecar publishes to (its files already absolute): sqlite or etcd, not `memory`. */

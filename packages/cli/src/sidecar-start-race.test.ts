@@ -2,7 +2,7 @@ import * as fs from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { openSqliteDiscovery, type SqliteDiscoveryStore } from '@kvreuse/discovery';
+import { ClusterSecret, openSqliteDiscovery, type SqliteDiscoveryStore } from '@kvreuse/discovery';
 import { afterEach, expect, it, vi } from 'vitest';
 import { runCli } from './run.js';
 
@@ -64,13 +64,17 @@ it('keeps the discovery file and secret another sidecar created while its own st
   expect(fs.readFileSync(secretPath).equals(otherSecret)).toBe(true);
 });
 
-it('keeps the discovery file it created once another process opened it, while its own start failed', async () => {
+it('keeps the discovery file and secret it created once another process opened them, while its own start failed', async () => {
   const folder = fs.mkdtempSync(join(tmpdir(), 'kvreuse-sidecar-race-'));
   folders.push(folder);
   const sqlitePath = join(folder, 'd.sqlite');
+  const secretPath = `${sqlitePath}.secret`;
   const socket = join(folder, 'engine.sock');
   let other: SqliteDiscoveryStore | undefined;
+  let otherSecret: ClusterSecret | undefined;
   afterCreating.set(sqlitePath, () => {
+    // Another sidecar, as it starts: the secret this one created, then the discovery file.
+    otherSecret = ClusterSecret.read(secretPath);
     other = openSqliteDiscovery(sqlitePath);
     // Taken once this start has looked at it: it cannot listen, and gives up.
     fs.writeFileSync(socket, '');
@@ -83,12 +87,20 @@ it('keeps the discovery file it created once another process opened it, while it
     expect(await runCli([...args, ...sqlite], context)).toBe(1);
     expect(afterCreating.size).toBe(0);
     await other?.put('/workers/other', 'published');
+    const tag = otherSecret?.sign(Buffer.from('published'));
+    // A reader that comes later finds what the other sidecar published, and the secret it was sealed with.
     const reader = openSqliteDiscovery(sqlitePath);
     const found = await reader.get('/workers/other');
     await reader.close();
     expect(found && Buffer.from(found.value).toString()).toBe('published');
-    // Only the secret it created is gone.
-    expect(fs.readdirSync(folder).sort()).toEqual(['d.sqlite', 'd.sqlite-shm', 'd.sqlite-wal', 'engine.sock']);
+    expect(ClusterSecret.read(secretPath).verifies(tag!, Buffer.from('published'))).toBe(true);
+    expect(fs.readdirSync(folder).sort()).toEqual([
+      'd.sqlite',
+      'd.sqlite-shm',
+      'd.sqlite-wal',
+      'd.sqlite.secret',
+      'engine.sock',
+    ]);
   } finally {
     await other?.close();
   }
