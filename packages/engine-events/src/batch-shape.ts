@@ -1,41 +1,56 @@
-// The shape check of a batch handed to the feed, which need not come from `EngineBatchDecoder`.
+// The shape check of a batch handed to the feed, which need not come from `EngineBatchDecoder`. It runs
+// on every batch a subscriber applies: where a value is named (`batch.events[2].tokenIds[5]`) is put
+// into words only for a value refused.
 import type { EngineEventBatch } from './engine-event.js';
-import { checkEngineHash } from './engine-hash-index.js';
+import { engineHashRule, isEngineHash } from './engine-hash-index.js';
 import { EngineEventsInputError } from './errors.js';
 
 const isWhole = (value: unknown): boolean => Number.isSafeInteger(value) && (value as number) >= 0;
+const isString = (value: unknown): boolean => typeof value === 'string';
 
-function check(ok: boolean, argument: string, value: unknown, reason: string): void {
-  if (!ok) throw new EngineEventsInputError(argument, value, reason);
+/** Refuses `value`, found at `field` (`''` for the event itself, or `.name`), element `element` if given, of event `event`. */
+function refuse(event: number, field: string, element: number | undefined, value: unknown, reason: string): never {
+  const at = element === undefined ? '' : `[${element}]`;
+  throw new EngineEventsInputError(`batch.events[${event}]${field}${at}`, value, reason);
 }
 
-function checkHashes(path: string, hashes: unknown): void {
-  check(Array.isArray(hashes), path, hashes, 'block hashes are an array');
-  const list = hashes as readonly unknown[];
-  for (let i = 0; i < list.length; i++) checkEngineHash(`${path}[${i}]`, list[i]);
+function checkField(event: number, field: string, value: unknown, ok: boolean, reason: string): void {
+  if (!ok) refuse(event, field, undefined, value, reason);
 }
 
-function checkOptional(path: string, value: unknown, ok: (value: unknown) => boolean, reason: string): void {
-  check(value === null || ok(value), path, value, `${reason}, or null`);
+function checkOptional(event: number, field: string, value: unknown, ok: (value: unknown) => boolean, reason: string) {
+  checkField(event, field, value, value === null || ok(value), reason);
 }
 
-function checkStored(path: string, event: Record<string, unknown>): void {
-  checkHashes(`${path}.blockHashes`, event['blockHashes']);
-  const parent = event['parentBlockHash'];
-  if (parent !== null) checkEngineHash(`${path}.parentBlockHash`, parent);
-  const tokens = event['tokenIds'];
-  check(Array.isArray(tokens), `${path}.tokenIds`, tokens, 'token ids are an array');
-  const ids = tokens as readonly unknown[];
-  for (let i = 0; i < ids.length; i++) check(isWhole(ids[i]), `${path}.tokenIds[${i}]`, ids[i], 'a whole number');
-  const blockSize = event['blockSize'];
-  check(isWhole(blockSize) && (blockSize as number) >= 1, `${path}.blockSize`, blockSize, 'a whole number ≥ 1');
-  checkOptional(`${path}.loraId`, event['loraId'], isWhole, 'a whole number');
-  checkOptional(`${path}.loraName`, event['loraName'], (value) => typeof value === 'string', 'a string');
-  const extraKeys = event['extraKeys'];
-  checkOptional(`${path}.extraKeys`, extraKeys, Array.isArray, "an array of each block's extra keys");
+/** An array (`notArray` refuses anything else), each element of which `ok` accepts (`reason` refuses one it does not). */
+function checkArray(
+  event: number,
+  field: string,
+  value: unknown,
+  notArray: string,
+  ok: (element: unknown) => boolean,
+  reason: string,
+): void {
+  checkField(event, field, value, Array.isArray(value), notArray);
+  const list = value as readonly unknown[];
+  for (let i = 0; i < list.length; i++) if (!ok(list[i])) refuse(event, field, i, list[i], reason);
+}
+
+function checkStored(event: number, fields: Record<string, unknown>): void {
+  checkArray(event, '.blockHashes', fields['blockHashes'], 'block hashes are an array', isEngineHash, engineHashRule);
+  const parent = fields['parentBlockHash'];
+  checkField(event, '.parentBlockHash', parent, parent === null || isEngineHash(parent), engineHashRule);
+  checkArray(event, '.tokenIds', fields['tokenIds'], 'token ids are an array', isWhole, 'a whole number');
+  const blockSize = fields['blockSize'];
+  checkField(event, '.blockSize', blockSize, isWhole(blockSize) && (blockSize as number) >= 1, 'a whole number ≥ 1');
+  checkOptional(event, '.loraId', fields['loraId'], isWhole, 'a whole number, or null');
+  checkOptional(event, '.loraName', fields['loraName'], isString, 'a string, or null');
+  const extraKeys = fields['extraKeys'];
+  checkOptional(event, '.extraKeys', extraKeys, Array.isArray, "an array of each block's extra keys, or null");
   const perBlock = (extraKeys ?? []) as readonly unknown[];
   for (let i = 0; i < perBlock.length; i++)
-    checkOptional(`${path}.extraKeys[${i}]`, perBlock[i], Array.isArray, 'an array');
+    if (perBlock[i] !== null && !Array.isArray(perBlock[i]))
+      refuse(event, '.extraKeys', i, perBlock[i], 'an array, or null');
 }
 
 /**
@@ -43,26 +58,27 @@ function checkStored(path: string, event: Record<string, unknown>): void {
  * `EngineEventBatch` in what the feed reads of it.
  */
 export function checkEventBatch(batch: EngineEventBatch): void {
-  check(batch !== null && typeof batch === 'object', 'batch', batch, 'a batch is { ts, events, … }');
-  check(Array.isArray(batch.events), 'batch.events', batch.events, 'events are an array');
+  if (batch === null || typeof batch !== 'object')
+    throw new EngineEventsInputError('batch', batch, 'a batch is { ts, events, … }');
+  if (!Array.isArray(batch.events))
+    throw new EngineEventsInputError('batch.events', batch.events, 'events are an array');
   for (let i = 0; i < batch.events.length; i++) {
-    const path = `batch.events[${i}]`;
     const event: unknown = batch.events[i];
-    check(event !== null && typeof event === 'object', path, event, 'an event is an object');
+    checkField(i, '', event, event !== null && typeof event === 'object', 'an event is an object');
     const fields = event as Record<string, unknown>;
     switch (fields['type']) {
       case 'AllBlocksCleared':
         continue;
       case 'BlockStored':
-        checkStored(path, fields);
+        checkStored(i, fields);
         break;
       case 'BlockRemoved':
-        checkHashes(`${path}.blockHashes`, fields['blockHashes']);
+        checkArray(i, '.blockHashes', fields['blockHashes'], 'block hashes are an array', isEngineHash, engineHashRule);
         break;
       default:
-        check(false, `${path}.type`, fields['type'], 'an event is BlockStored, BlockRemoved or AllBlocksCleared');
+        refuse(i, '.type', undefined, fields['type'], 'an event is BlockStored, BlockRemoved or AllBlocksCleared');
     }
-    checkOptional(`${path}.medium`, fields['medium'], (value) => typeof value === 'string', 'a string');
-    checkOptional(`${path}.groupIdx`, fields['groupIdx'], isWhole, 'a whole number');
+    checkOptional(i, '.medium', fields['medium'], isString, 'a string, or null');
+    checkOptional(i, '.groupIdx', fields['groupIdx'], isWhole, 'a whole number, or null');
   }
 }

@@ -28,14 +28,19 @@ function loadKey(hash: EngineBlockHash): void {
 const minInt64 = -(1n << 63n);
 const maxUint64 = (1n << 64n) - 1n;
 
+/** What an engine hash is, as a refusal says it. */
+export const engineHashRule = 'an engine hash is a signed or unsigned 64-bit bigint, or a digest of 8 bytes or more';
+
+/** Whether `hash` is a signed or unsigned 64-bit integer, or a digest of 8 bytes or more. */
+export function isEngineHash(hash: unknown): boolean {
+  return typeof hash === 'bigint'
+    ? hash >= minInt64 && hash <= maxUint64
+    : hash instanceof Uint8Array && hash.length >= 8;
+}
+
 /** Refuses, naming `argument`, a hash that is neither a signed or unsigned 64-bit integer nor a digest of 8 bytes or more. */
 export function checkEngineHash(argument: string, hash: unknown): void {
-  if (typeof hash === 'bigint' ? hash < minInt64 || hash > maxUint64 : !(hash instanceof Uint8Array) || hash.length < 8)
-    throw new EngineEventsInputError(
-      argument,
-      hash,
-      'an engine hash is a signed or unsigned 64-bit bigint, or a digest of 8 bytes or more',
-    );
+  if (!isEngineHash(hash)) throw new EngineEventsInputError(argument, hash, engineHashRule);
 }
 
 /** The key of an engine hash as one 64-bit value (what `EngineHashIndex` indexes by). */
