@@ -29,3 +29,17 @@ it('no etcd answering at the endpoints: DiscoveryUnavailableError says so in wor
     await store.close();
   }
 });
+
+it('a list or watch that no etcd answers names what it was given as a prefix', async () => {
+  const endpoint = `http://127.0.0.1:${await refusingPort()}`;
+  const store = connectEtcdDiscovery({ hosts: [endpoint], requestTimeoutMs: 2_000 });
+  try {
+    const unanswered = `failed: no etcd answered at ${endpoint} (connection refused)`;
+    await expect(store.list('/workers/')).rejects.toThrow(`etcd discovery: list of prefix "/workers/" ${unanswered}`);
+    await expect(store.watch('/workers/', () => {})).rejects.toThrow(
+      `etcd discovery: watch of prefix "/workers/" ${unanswered}`,
+    );
+  } finally {
+    await store.close();
+  }
+});
