@@ -52,6 +52,22 @@ describe('BlockPool', () => {
     expect(pool.renewPin('b')).toBe(false);
   });
 
+  it('says so when the slots are taken by blocks allocated and not yet committed, not pinned', () => {
+    const pool = new BlockPool(2);
+    pool.allocate();
+    pool.allocate();
+    expect(() => pool.allocate()).toThrow(new AllBlocksPinnedError(2, 2));
+    expect(() => pool.allocate()).toThrow(
+      'block pool has no slot to give: all 2 blocks are allocated and not yet committed',
+    );
+    const mixed = filled(2, [10n]);
+    mixed.requestPin('p', [10n]);
+    mixed.allocate();
+    expect(() => mixed.allocate()).toThrow(
+      'block pool has no slot to give: all 2 blocks are pinned by readers (1) or allocated and not yet committed (1)',
+    );
+  });
+
   it('renews held pins only and grants nothing for an unknown chain', () => {
     const pool = filled(2, [10n]);
     expect(pool.requestPin('none', [5n]).blocks.length).toBe(0);

@@ -128,6 +128,6 @@ export class BlockPool implements PinAdapter {
       tellEach(this.#evictionListeners, [{ block: slot, hash }], 'an eviction listener');
       return slot;
     }
-    throw new AllBlocksPinnedError(this.slotCount);
+    throw new AllBlocksPinnedError(this.slotCount, this.#allocated.size);
   }
 }

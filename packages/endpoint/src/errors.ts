@@ -94,12 +94,24 @@ export class UnknownReaderError extends EndpointError {
   }
 }
 
-/** The block pool needed a slot and every block in it is pinned: nothing may be evicted. Nothing was committed. */
+/**
+ * The block pool needed a slot and every block in it is pinned by readers or allocated and not yet committed
+ * (`uncommitted` of them): nothing may be evicted. Nothing was committed.
+ */
 export class AllBlocksPinnedError extends EndpointError {
   readonly code = 'ALL_BLOCKS_PINNED';
-  constructor(readonly slotCount: number) {
-    super(`block pool has no slot to give: all ${slotCount} blocks are pinned by readers`);
+  constructor(
+    readonly slotCount: number,
+    readonly uncommitted = 0,
+  ) {
+    super(`block pool has no slot to give: ${takenSlots(slotCount, uncommitted)}`);
   }
+}
+
+function takenSlots(slotCount: number, uncommitted: number): string {
+  if (uncommitted === 0) return `all ${slotCount} blocks are pinned by readers`;
+  if (uncommitted === slotCount) return `all ${slotCount} blocks are allocated and not yet committed`;
+  return `all ${slotCount} blocks are pinned by readers (${slotCount - uncommitted}) or allocated and not yet committed (${uncommitted})`;
 }
 
 /** Bytes that are not a pin message of a version this build reads; `problem` says what is wrong. */
