@@ -119,7 +119,7 @@ function checkServeOptions(options: ReuseEndpointOptions, serve: ServeOptions): 
 
 /**
  * The endpoint's own copy of checked options: the data it reads after the checks (its identity and rank,
- * the settings groups, the lists of banks, bank bytes and gates, `serve` and its inventory) is copied, so
+ * its worker's geometry, the settings groups, the lists of banks, bank bytes and gates, `serve` and its inventory) is copied, so
  * that the caller changing its objects later changes nothing the endpoint was given. The agent, store,
  * secret, banks, adapter and functions are the caller's own, shared by design.
  */
@@ -128,7 +128,7 @@ export function ownedOptions(options: ReuseEndpointOptions): ReuseEndpointOption
   const groups = Object.fromEntries(Object.entries(settings).map(([group, values]) => [group, { ...values }]));
   return {
     ...options,
-    worker: { ...options.worker },
+    worker: { ...options.worker, geometry: { ...options.worker.geometry } },
     rank: { ...options.rank },
     banks: [...options.banks],
     settings: groups as unknown as ReuseEndpointOptions['settings'],

@@ -1,6 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import { defaultSettings } from '../test/support/settings.js';
-import { layoutRankBanks, referenceGeometries } from '@kvreuse/descriptors';
+import { type Geometry, layoutRankBanks, referenceGeometries } from '@kvreuse/descriptors';
 import { type Agent, loadTransport } from '@kvreuse/native-bindings';
 import { ClusterSecret, MemoryDiscoveryStore } from '@kvreuse/discovery';
 import { Bank, kvreuseOwner, type WorkerIdentity } from '@kvreuse/registry';
@@ -38,14 +38,17 @@ const worker = (incarnation = 'inc-1'): WorkerIdentity => ({
 async function rankEndpoint(
   store: MemoryDiscoveryStore,
   tpRank: number,
-  extra: { metrics?: EndpointMetrics; incarnation?: string; metricsPort?: number } = {},
+  extra: { metrics?: EndpointMetrics; incarnation?: string; metricsPort?: number; geometry?: Geometry } = {},
 ): Promise<{
   endpoint: ReuseEndpoint;
   agent: Agent;
   transitions: EndpointTransition[];
   options: ReuseEndpointOptions;
 }> {
-  const identity = worker(extra.incarnation);
+  const identity = {
+    ...worker(extra.incarnation),
+    ...(extra.geometry === undefined ? {} : { geometry: extra.geometry }),
+  };
   const agent = await transport.createAgent({
     name: `${identity.workerId}-${identity.incarnation}-tp${tpRank}-${process.pid}`,
     backend: 'loopback',
@@ -361,6 +364,17 @@ describe('ReuseEndpoint', () => {
     expect((await endpoint.register()).banks).toHaveLength(56);
     expect(endpoint.metricsListener).toBeUndefined();
     expect((await endpoint.close()).report.banksReturned).toHaveLength(56);
+  });
+
+  it("keeps its own copy of the worker's geometry: the caller changing it afterwards changes nothing published", async () => {
+    const store = openStore();
+    const callerGeometry: Geometry = { ...geometry };
+    const { endpoint } = await rankEndpoint(store, 0, { geometry: callerGeometry });
+    // One layer would not match the 56 banks laid out for the geometry given: publishing it would be refused.
+    callerGeometry.numLayers = 1;
+    await endpoint.register();
+    await endpoint.publish();
+    expect(endpoint.state).toBe('published');
   });
 
   it('a newer incarnation superseding this one: the old endpoint is never ready again, the new one is', async () => {
