@@ -5,7 +5,8 @@ import { ClusterSecret } from '@kvreuse/discovery';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import { pinMessage } from '../test/support/pin-message-arbitrary.js';
-import { openPinMessage, pinTagBytes, sealPinBytes, sealPinMessage } from './pin-auth.js';
+import { EndpointOptionError } from './errors.js';
+import { openPinMessage, PinChannel, pinTagBytes, sealPinBytes, sealPinMessage } from './pin-auth.js';
 import { encodePinMessage, maxPinMessageBytes } from './pin-messages.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kvreuse-pin-auth-'));
@@ -70,5 +71,27 @@ describe('authenticated pin messages', () => {
     expect(
       openPinMessage(secret, 'reader', 'source', new Uint8Array(maxPinMessageBytes + pinTagBytes + 1)),
     ).toMatchObject({ reason: 'unauthenticated' });
+  });
+});
+
+describe('PinChannel', () => {
+  it('refuses options of another shape with EndpointOptionError naming the option', () => {
+    const agent = { name: 'reader', sendNotification: () => undefined };
+    expect(() => new PinChannel(undefined as never)).toThrow(
+      new EndpointOptionError('options', undefined, 'PinChannel options: { agent, secret, onRefused? }'),
+    );
+    expect(() => new PinChannel({ agent: {} as never, secret })).toThrow(
+      new EndpointOptionError('agent', {}, "this rank's Agent (its sendNotification and name)"),
+    );
+    expect(() => new PinChannel({ agent: { ...agent, name: 7 as never }, secret })).toThrow(
+      new EndpointOptionError('agent.name', 7, "the agent's name"),
+    );
+    expect(() => new PinChannel({ agent, secret: 'a'.repeat(32) as never })).toThrow(
+      new EndpointOptionError('secret', 'a'.repeat(32), 'the ClusterSecret the cluster shares'),
+    );
+    expect(() => new PinChannel({ agent, secret, onRefused: 'log' as never })).toThrow(
+      new EndpointOptionError('onRefused', 'log', 'a function'),
+    );
+    expect(new PinChannel({ agent, secret }).refusedMessages.unauthenticated).toBe(0);
   });
 });

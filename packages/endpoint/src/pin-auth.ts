@@ -3,9 +3,10 @@
 // sending agent's name, the receiving agent's name and the message. A process without the secret can
 // neither forge a message nor pass one meant for another pair of agents off as its own.
 import { timingSafeEqual } from 'node:crypto';
-import type { ClusterSecret } from '@kvreuse/discovery';
+import { ClusterSecret } from '@kvreuse/discovery';
 import type { Agent, Notification, Peer } from '@kvreuse/native-bindings';
-import { PinMessageError } from './errors.js';
+import { checkFunction, checkMethods, checkObject } from './argument-shapes.js';
+import { EndpointOptionError, PinMessageError } from './errors.js';
 import { tellEach } from './listeners.js';
 import { encodePinMessage, maxPinMessageBytes, type PinMessage, safeParsePinMessage } from './pin-messages.js';
 
@@ -49,7 +50,15 @@ export class PinChannel {
   readonly #options: PinChannelOptions;
   readonly #refused = new Map<PinMessageRefusal, number>();
 
+  /** Refuses options of another shape (`EndpointOptionError` naming the option). */
   constructor(options: PinChannelOptions) {
+    checkObject('options', options, 'PinChannel options: { agent, secret, onRefused? }');
+    checkMethods('agent', options.agent, ['sendNotification'], "this rank's Agent (its sendNotification and name)");
+    if (typeof options.agent.name !== 'string')
+      throw new EndpointOptionError('agent.name', options.agent.name, "the agent's name");
+    if (!(options.secret instanceof ClusterSecret))
+      throw new EndpointOptionError('secret', options.secret, 'the ClusterSecret the cluster shares');
+    checkFunction('onRefused', options.onRefused, true);
     this.#options = options;
   }
 

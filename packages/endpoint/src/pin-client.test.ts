@@ -4,7 +4,13 @@ import { answered, loopbackPins, transport } from '../test/support/loopback-pins
 import { holdUntilNotificationWaits } from '../test/support/held-thread.js';
 import { nextTurn } from '../test/support/next-turn.js';
 import { PinChannel } from './pin-auth.js';
-import { PinRefusedError, PinTimeoutError, ReaderClosedError, SourceUnresponsiveError } from './errors.js';
+import {
+  EndpointOptionError,
+  PinRefusedError,
+  PinTimeoutError,
+  ReaderClosedError,
+  SourceUnresponsiveError,
+} from './errors.js';
 import { PinClient, type PinClientOptions } from './pin-client.js';
 import { encodePinMessage } from './pin-messages.js';
 import { NotificationRouter } from './notification-router.js';
@@ -235,6 +241,36 @@ describe('PinClient', () => {
       reason: 'shutting-down',
       detail: `pin ${held.pinId} on source rank tp 1 pp 0 of src: revoked by the source (shutting-down)`,
     });
+  });
+
+  it('pin() refuses a request of another shape with EndpointOptionError naming what is wrong', async () => {
+    const { client, sourcePeer } = await pair();
+    const request = {
+      peer: sourcePeer,
+      source: sourceIdentity,
+      start: 0,
+      hashes: BigUint64Array.of(10n),
+      wantsChecksums: false,
+    };
+    await expect(client.pin(undefined as never)).rejects.toThrow(
+      new EndpointOptionError('request', undefined, 'a pin request: { peer, source, start, hashes, wantsChecksums }'),
+    );
+    await expect(client.pin({ ...request, peer: {} as never })).rejects.toThrow(
+      new EndpointOptionError('request.peer', {}, "the source rank's Peer"),
+    );
+    await expect(client.pin({ ...request, source: undefined as never })).rejects.toThrow(
+      new EndpointOptionError('request.source', undefined, 'the source rank: { workerId, incarnation, epoch, rank }'),
+    );
+    await expect(client.pin({ ...request, source: { ...sourceIdentity, rank: 1 as never } })).rejects.toThrow(
+      new EndpointOptionError('request.source.rank', 1, 'a rank: { tpRank, ppRank }'),
+    );
+    await expect(client.pin({ ...request, hashes: [10n] as never })).rejects.toThrow(
+      new EndpointOptionError('request.hashes', [10n], 'the chain hashes, a BigUint64Array'),
+    );
+    await expect(client.pin({ ...request, wantsChecksums: 'yes' as never })).rejects.toThrow(
+      new EndpointOptionError('request.wantsChecksums', 'yes', 'true or false'),
+    );
+    expect(client.heldPins).toBe(0);
   });
 
   it('refuses as not-source a revocation or confirmation of a pin sent by another member of the cluster', async () => {

@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import type { RankId } from '@kvreuse/descriptors';
 import { type Clock, systemClock } from '@kvreuse/drain';
 import type { Notification, Peer, PeerEvent } from '@kvreuse/native-bindings';
+import { checkMethods, checkObject } from './argument-shapes.js';
 import { type Deferred, deferred } from './deferred.js';
 import {
   describeRank,
@@ -163,9 +164,11 @@ export class PinClient {
    * Pins the longest prefix of `request.hashes` the source rank holds. Rejects with PinRefusedError
    * (nothing held), SourceUnresponsiveError (the heartbeat found the source's agent unresponsive before it
    * answered, or had found it so already), PinTimeoutError (no answer in time), PinTooLargeError (too many
-   * blocks for one message), ReaderClosedError (the client closed before the answer).
+   * blocks for one message), ReaderClosedError (the client closed before the answer), EndpointOptionError (a
+   * request of another shape, naming what is wrong; nothing sent).
    */
   async pin(request: PinRequest): Promise<HeldPin> {
+    checkPinRequest(request);
     if (this.#closed) throw new ReaderClosedError('pin', request.source.rank);
     const silent = this.#unresponsive.get(request.peer);
     if (silent !== undefined) {
@@ -421,4 +424,16 @@ function unresponsiveError(operation: 'pin' | 'release', rank: RankId, event: Pe
 /** What a refused renewal means for the pin: its blocks are gone, or the engine that held them is, or its lease lapsed. */
 function renewalRefusalLoss(reason: PinRefusalReason): PinLossReason {
   return reason === 'evicted' || reason === 'engine-gone' ? reason : 'lease-lapsed';
+}
+
+/** Refuses a pin request of another shape; what the pin message's encoding checks (numbers, names) is left to it. */
+function checkPinRequest(request: PinRequest): void {
+  checkObject('request', request, 'a pin request: { peer, source, start, hashes, wantsChecksums }');
+  checkMethods('request.peer', request.peer, ['watch'], "the source rank's Peer");
+  checkObject('request.source', request.source, 'the source rank: { workerId, incarnation, epoch, rank }');
+  checkObject('request.source.rank', request.source.rank, 'a rank: { tpRank, ppRank }');
+  if (!(request.hashes instanceof BigUint64Array))
+    throw new EndpointOptionError('request.hashes', request.hashes, 'the chain hashes, a BigUint64Array');
+  if (typeof request.wantsChecksums !== 'boolean')
+    throw new EndpointOptionError('request.wantsChecksums', request.wantsChecksums, 'true or false');
 }

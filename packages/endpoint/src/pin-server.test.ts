@@ -591,4 +591,50 @@ describe('PinServer', () => {
   it('refuses a lease that is not a whole number of milliseconds', async () => {
     await expect(setup({ leaseMs: 0 })).rejects.toThrow(EndpointOptionError);
   });
+
+  it('refuses options of another shape with EndpointOptionError naming the option', async () => {
+    const { server, pool, sourceChannel } = await setup();
+    expect(server.heldPins).toBe(0);
+    const options: PinServerOptions = {
+      channel: sourceChannel,
+      adapter: pool,
+      source,
+      resolvePeer: () => Promise.reject(new Error('no peer')),
+      checksums: (_request, blocks) => blocks,
+      leaseMs: 1000,
+    };
+    expect(() => new PinServer(undefined as never)).toThrow(EndpointOptionError);
+    expect(() => new PinServer(null as never)).toThrow('endpoint option options = null is refused');
+    expect(() => new PinServer({ ...options, channel: {} as never })).toThrow(
+      new EndpointOptionError('channel', {}, "this agent's PinChannel"),
+    );
+    const requestOnly = { requestPin: () => ({ blocks: new Uint32Array() }) };
+    expect(() => new PinServer({ ...options, adapter: requestOnly as never })).toThrow(
+      new EndpointOptionError(
+        'adapter',
+        requestOnly,
+        'a PinAdapter (requestPin, renewPin, releasePin, cancelPin, onEvicted)',
+      ),
+    );
+    expect(() => new PinServer({ ...options, source: 'src' as never })).toThrow(
+      new EndpointOptionError(
+        'source',
+        'src',
+        'this rank as its readers name it: { workerId, incarnation, epoch, rank }',
+      ),
+    );
+    expect(() => new PinServer({ ...options, resolvePeer: undefined as never })).toThrow(
+      new EndpointOptionError('resolvePeer', undefined, 'a function'),
+    );
+    expect(() => new PinServer({ ...options, checksums: [] as never })).toThrow(
+      new EndpointOptionError('checksums', [], 'a function'),
+    );
+    expect(() => new PinServer({ ...options, givePeerBack: 1 as never })).toThrow(
+      new EndpointOptionError('givePeerBack', 1, 'a function'),
+    );
+    expect(() => new PinServer({ ...options, onHeldChange: null as never })).toThrow(
+      new EndpointOptionError('onHeldChange', null, 'a function'),
+    );
+    expect(new PinServer(options).heldPins).toBe(0);
+  });
 });

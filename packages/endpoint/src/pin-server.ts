@@ -6,11 +6,12 @@ import { randomBytes } from 'node:crypto';
 import type { RankId } from '@kvreuse/descriptors';
 import { type Clock, type ReadersOutcome, type ReaderWait, systemClock } from '@kvreuse/drain';
 import type { Notification, Peer } from '@kvreuse/native-bindings';
+import { checkFunction, checkMethods, checkObject } from './argument-shapes.js';
 import { type Deferred, deferred } from './deferred.js';
 import { EndpointOptionError } from './errors.js';
 import { tellEach } from './listeners.js';
 import type { PinAdapter } from './pin-adapter.js';
-import { type PinChannel, type PinMessageRefusal } from './pin-auth.js';
+import { PinChannel, type PinMessageRefusal } from './pin-auth.js';
 import {
   looksLikePinMessage,
   type PinGrantMessage,
@@ -87,6 +88,7 @@ interface HeldServedPin {
   readonly ending: Deferred<PinEnd>;
 }
 
+const adapterMethods = ['requestPin', 'renewPin', 'releasePin', 'cancelPin', 'onEvicted'];
 const serverKinds = new Set<PinMessage['kind']>(['request', 'renew', 'release']);
 
 export class PinServer {
@@ -104,7 +106,21 @@ export class PinServer {
   #malformed = 0;
   #unanswered = 0;
 
+  /** Refuses options of another shape (`EndpointOptionError` naming the option). */
   constructor(options: PinServerOptions) {
+    checkObject(
+      'options',
+      options,
+      'PinServer options: { channel, adapter, source, resolvePeer, checksums, leaseMs, … }',
+    );
+    if (!(options.channel instanceof PinChannel))
+      throw new EndpointOptionError('channel', options.channel, "this agent's PinChannel");
+    checkMethods('adapter', options.adapter, adapterMethods, `a PinAdapter (${adapterMethods.join(', ')})`);
+    checkObject('source', options.source, 'this rank as its readers name it: { workerId, incarnation, epoch, rank }');
+    checkFunction('resolvePeer', options.resolvePeer);
+    checkFunction('checksums', options.checksums);
+    checkFunction('givePeerBack', options.givePeerBack, true);
+    checkFunction('onHeldChange', options.onHeldChange, true);
     if (!Number.isSafeInteger(options.leaseMs) || options.leaseMs < 1 || options.leaseMs > 0xffffffff) {
       throw new EndpointOptionError('leaseMs', options.leaseMs, 'a whole number of milliseconds, 1 to 2^32 - 1');
     }
