@@ -1,4 +1,5 @@
-// Listeners the endpoint calls (transitions, evictions, pins held): one that throws never stops the others.
+// Listeners the endpoint calls (transitions, evictions, pins held): one that throws never stops the others, and
+// is reported as a process warning, as is any other caller's function whose throw the endpoint outlives.
 import { EndpointOptionError } from './errors.js';
 
 /** `EndpointOptionError` naming `option` unless `listener` is a function: one that is not is never added. */
@@ -15,7 +16,12 @@ export function tellEach<T>(listeners: Iterable<(value: T) => void>, value: T, w
     try {
       listener(value);
     } catch (error) {
-      process.emitWarning(`endpoint: ${what} threw: ${error instanceof Error ? error.message : String(error)}`);
+      warnOfThrow(what, error);
     }
   }
+}
+
+/** Reports `error`, thrown by a caller's function `what` names (e.g. "a transition listener"), as a process warning. */
+export function warnOfThrow(what: string, error: unknown): void {
+  process.emitWarning(`endpoint: ${what} threw: ${error instanceof Error ? error.message : String(error)}`);
 }

@@ -566,6 +566,35 @@ describe('PinServer', () => {
     }
   });
 
+  it("refuses a request as evicted, and warns, when its adapter's requestPin throws; the next request is granted", async () => {
+    const warn = vi.spyOn(process, 'emitWarning').mockImplementation(() => undefined);
+    try {
+      const { server, exchange, pool, readerChannel, readerAgent, sourceAgent, sourcePeer } = await setup(
+        {},
+        {
+          beforeGrant: (hashes) =>
+            hashes[0] === 10n ? Promise.reject(new Error('engine IPC down')) : Promise.resolve(),
+        },
+      );
+      readerChannel.send(sourcePeer, request('p1', [10n]));
+      expect(await answered(server, await sourceAgent.nextNotification())).toBe(true);
+      // Answered, not left to the reader's timeout.
+      expect(server.unansweredMessages).toBe(0);
+      expect(readerChannel.open(await readerAgent.nextNotification())).toEqual({
+        kind: 'refuse',
+        pinId: 'p1',
+        reason: 'evicted',
+      });
+      expect(warn.mock.calls.map(([message]) => message)).toEqual([
+        "endpoint: a pin adapter's requestPin threw: engine IPC down",
+      ]);
+      expect([server.heldPins, pool.pinsOn(0)]).toEqual([0, 0]);
+      expect(await exchange(request('p2', [11n]))).toMatchObject({ kind: 'grant', pinId: 'p2' });
+    } finally {
+      warn.mockRestore();
+    }
+  });
+
   it('when its engine is gone, revokes held pins and refuses new pins and their renewals as engine-gone', async () => {
     const { server, grant, exchange, readerAgent, readerChannel, pool } = await setup();
     const grantId = await grant(request('p1', [10n, 11n]));

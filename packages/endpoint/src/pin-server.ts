@@ -9,7 +9,7 @@ import type { Notification, Peer } from '@kvreuse/native-bindings';
 import { checkFunction, checkMethods, checkObject } from './argument-shapes.js';
 import { type Deferred, deferred } from './deferred.js';
 import { EndpointOptionError } from './errors.js';
-import { tellEach } from './listeners.js';
+import { tellEach, warnOfThrow } from './listeners.js';
 import type { PinAdapter } from './pin-adapter.js';
 import { PinChannel, type PinMessageRefusal } from './pin-auth.js';
 import {
@@ -247,8 +247,8 @@ export class PinServer {
       this.#send(peer, { kind: 'refuse', pinId: request.pinId, reason });
     if (refusal !== undefined) return refuse(refusal);
     const grantId = randomBytes(16).toString('hex');
-    const { blocks } = await this.#options.adapter.requestPin(grantId, Array.from(request.hashes));
-    if (blocks.length === 0) return refuse('evicted');
+    const blocks = await this.#adapterGrant(grantId, request);
+    if (blocks === undefined || blocks.length === 0) return refuse('evicted');
     // Refusing began while the adapter answered: a drain has stopped waiting for new grants.
     if (this.#refusing !== undefined) {
       const reason = this.#refusing;
@@ -276,6 +276,19 @@ export class PinServer {
     answer.granted = true;
     this.#tellHeld();
     this.#extend(pin);
+  }
+
+  /**
+   * The blocks the adapter pins for `request` under `grantId`; undefined when its `requestPin` throws (a process
+   * warning): the reader is refused as for blocks no longer held, a reason every reader's build reads.
+   */
+  async #adapterGrant(grantId: string, request: PinRequestMessage): Promise<Uint32Array | undefined> {
+    try {
+      return (await this.#options.adapter.requestPin(grantId, Array.from(request.hashes))).blocks;
+    } catch (error) {
+      warnOfThrow("a pin adapter's requestPin", error);
+      return undefined;
+    }
   }
 
   /** The grant of `blocks` under `grantId`, with their checksums when the reader wants them. */
