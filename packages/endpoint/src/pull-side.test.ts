@@ -23,8 +23,8 @@ import { type AgentMetadata, signedTestParts, testWorker } from '../test/workers
 import { EndpointOptionError, PullRefusedError } from './errors.js';
 import { PullShortfallError } from './pull-receipt.js';
 import { EndpointMetrics } from './metrics.js';
-import type { PinAdapter } from './pin-adapter.js';
 import type { HeldPin } from './pins.js';
+import { holdGrants } from '../test/support/held-grants.js';
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
@@ -163,19 +163,6 @@ describe('ReuseEndpoint.pull', () => {
     await reader.endpoint.drain({ deadlineMs: 1_000 });
     expect(handedOn).toHaveBeenCalledWith({ deadlineMs: 1_000 });
   });
-
-  /** Holds every pin request at the decode worker's ranks until the test grants it: `grants` gets one per request. */
-  function holdGrants(decode: Awaited<ReturnType<typeof pair>>['decode']): (() => void)[] {
-    const grants: (() => void)[] = [];
-    for (const { pool } of decode.ranks) {
-      const requestPin = pool.requestPin.bind(pool);
-      // As an adapter that asks its engine: the grant comes later.
-      vi.spyOn(pool as PinAdapter, 'requestPin').mockImplementation(
-        (pinId, hashes) => new Promise((resolve) => grants.push(() => resolve(requestPin(pinId, hashes)))),
-      );
-    }
-    return grants;
-  }
 
   it('a drain waits for a pull in flight: the pull reads and verifies its blocks and gives its pins back before the drain goes on', async () => {
     const { decode, reader, pinsHeld } = await pair();

@@ -15,6 +15,7 @@ import type { RegisteredRank } from '@kvreuse/registry';
 import { codeOf } from '@kvreuse/errors';
 import type { TransferCalibration } from '@kvreuse/router';
 import type { RankBankBytes } from './block-checksum.js';
+import { unlessAborted } from './abortable.js';
 import { checkBlockLists } from './block-lists.js';
 import { isChainHash } from './chain-hash.js';
 import type { WorkerWatches } from './discovered-workers.js';
@@ -151,15 +152,21 @@ export class PullSide {
     void released.finally(() => this.#releases.delete(released));
   }
 
-  /** Pins the hint's blocks at every source rank: the pins granted, the refusals, and the round trip's time. */
+  /**
+   * Pins the hint's blocks at every source rank: the pins granted, the refusals, and the round trip's time.
+   * Rejects with the abort as soon as the request's signal aborts; the pins granted afterwards go to `releaseLater`.
+   */
   async #pin(
     sources: ReadonlyMap<RankPart, { peer: Peer; ticket: PeerTicket }>,
-    hint: CheckedRequest['hint'],
+    request: CheckedRequest,
     verify: VerifyMode,
+    releaseLater: (released: Promise<void>) => void,
   ): Promise<{ pins: HeldPin[]; refusals: RecomputeReason[]; pinMs: number }> {
+    const { hint, signal, beforeRelease } = request;
+    signal?.throwIfAborted();
     const { now } = this.#options;
     const pinning = now();
-    const pinned = await Promise.allSettled(
+    const answers = Promise.allSettled(
       [...sources].map(([part, { peer }]) =>
         this.#options.pins.pin({
           peer,
@@ -170,9 +177,16 @@ export class PullSide {
         }),
       ),
     );
-    const pinMs = now() - pinning;
-    const pins = pinned.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []));
-    return { pins, refusals: pinRefusals(pinned, [...sources.keys()]), pinMs };
+    const granted = (results: readonly PromiseSettledResult<HeldPin>[]): HeldPin[] =>
+      results.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []));
+    try {
+      const pinned = await unlessAborted(answers, signal);
+      signal?.throwIfAborted();
+      return { pins: granted(pinned), refusals: pinRefusals(pinned, [...sources.keys()]), pinMs: now() - pinning };
+    } catch (abort) {
+      releaseLater(answers.then((pinned) => releasePins(granted(pinned), beforeRelease)));
+      throw abort;
+    }
   }
 
   async pull(given: PullRequest, rank: PullingRank | undefined): Promise<PullReceipt> {
@@ -203,9 +217,12 @@ export class PullSide {
     checkBlockLists(template, { sourceBlocks: new Uint32Array(destinationBlocks.length), destinationBlocks });
     this.#options.remotePeers.seen(source);
     const held: Peer[] = [];
-    const releases: Promise<void>[] = [];
+    const releases: Promise<unknown>[] = [];
     try {
-      const sourcesOf = await this.#sourcesOf(template, source, held);
+      const loading = this.#sourcesOf(template, source, held);
+      // An aborted pull ends before its peers are loaded: they are given back once they are.
+      releases.push(loading.catch(() => undefined));
+      const sourcesOf = await unlessAborted(loading, request.signal);
       return await this.#pullFrom(request, rank, { verify, policy, template, ...sourcesOf }, (released) => {
         releases.push(released);
         this.#releaseLater(released);
@@ -232,11 +249,7 @@ export class PullSide {
     const { hint } = request;
     const { verify, policy, template, pairIndexes, sourceParts, sources } = pull;
     const link = { linkClass: hint.linkClass, tier: hint.tier };
-    const { pins, refusals, pinMs } = await this.#pin(sources, hint, verify);
-    if (request.signal?.aborted === true) {
-      await releasePins(pins, request.beforeRelease);
-      request.signal.throwIfAborted();
-    }
+    const { pins, refusals, pinMs } = await this.#pin(sources, request, verify, releaseLater);
     // A drain that stopped waiting for this pull released the templates: its banks are about to go.
     const shortfalls = this.#options.templates.closed ? [...refusals, drainedWhilePinning] : refusals;
     if (shortfalls.length > 0) {
