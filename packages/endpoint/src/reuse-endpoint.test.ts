@@ -297,6 +297,55 @@ describe('ReuseEndpoint', () => {
     expect(transitions.map(({ to }) => to)).toEqual(['registering', 'created', 'closing', 'closed']);
   });
 
+  it.each(['registering', 'publishing'] as const)(
+    'close() while %s (a shutdown signal then): waits for it to end, then drains and closes, nothing left registered or published',
+    async (during) => {
+      const store = openStore();
+      const { endpoint, transitions } = await rankEndpoint(store, 0);
+      let closing: ReturnType<ReuseEndpoint['close']> | undefined;
+      endpoint.onTransition(({ to }) => {
+        if (to === during) closing = endpoint.close();
+      });
+      await endpoint.register();
+      if (during === 'publishing') await endpoint.publish();
+      expect(closing).toBeDefined();
+      const closed = await (closing as ReturnType<ReuseEndpoint['close']>);
+      expect(closed).toMatchObject({ agentDestroyed: true, banksRetained: [] });
+      expect(closed.report.banksReturned).toHaveLength(56);
+      expect(transport.counters()).toMatchObject({ liveRegistrations: 0, liveAllocations: 0 });
+      // Only the worker's epoch bookkeeping stays in discovery: no rank part, no inventory.
+      const keys = (await store.list('')).entries.map(({ key }) => key);
+      expect(keys.filter((key) => !/\/epochs?(\/|$)/.test(key))).toEqual([]);
+      const acts =
+        during === 'registering'
+          ? ['registering', 'registered']
+          : ['registering', 'registered', 'publishing', 'published'];
+      expect(transitions.map(({ to }) => to)).toEqual([...acts, 'draining', 'drained', 'closing', 'closed']);
+    },
+  );
+
+  it('close() while draining: waits for the drain to end, then closes', async () => {
+    const store = openStore();
+    const { endpoint, transitions } = await rankEndpoint(store, 0);
+    await endpoint.register();
+    let closing: ReturnType<ReuseEndpoint['close']> | undefined;
+    endpoint.onTransition(({ to }) => {
+      if (to === 'draining') closing = endpoint.close();
+    });
+    const report = await endpoint.drain({ deadlineMs: 1_000 });
+    expect(report.banksReturned).toHaveLength(56);
+    expect(closing).toBeDefined();
+    expect(await (closing as ReturnType<ReuseEndpoint['close']>)).toMatchObject({ agentDestroyed: true });
+    expect(transitions.map(({ to }) => to)).toEqual([
+      'registering',
+      'registered',
+      'draining',
+      'drained',
+      'closing',
+      'closed',
+    ]);
+  });
+
   it('refuses calls its state does not allow, naming the call and the state, and changes nothing', async () => {
     const store = openStore();
     const { endpoint, transitions } = await rankEndpoint(store, 0);

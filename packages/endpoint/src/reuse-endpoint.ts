@@ -39,6 +39,7 @@ import {
   ownedOptions,
   type ReuseEndpointOptions,
 } from './endpoint-options.js';
+import { deferred } from './deferred.js';
 import { EndpointOptionError } from './errors.js';
 import type { PullReceipt } from './pull-receipt.js';
 import type { PullRequest } from './pull-request.js';
@@ -52,7 +53,13 @@ import type { PinServer, ServedPin } from './pin-server.js';
 import { type PushReceipt, type PushRequest, PushSide } from './push-side.js';
 import { thisHost } from './this-host.js';
 import { type ServeOptions, SourceSide } from './source-side.js';
-import { EndpointLifecycle, EndpointNotReadyError, type EndpointState, type EndpointTransition } from './lifecycle.js';
+import {
+  EndpointLifecycle,
+  EndpointNotReadyError,
+  type EndpointState,
+  endpointStates,
+  type EndpointTransition,
+} from './lifecycle.js';
 import type { EndpointMetrics, MetricsListener } from './metrics.js';
 
 /** The drain's report, with each pin this rank's readers held when the drain began waiting and how it ended. */
@@ -139,6 +146,8 @@ export class ReuseEndpoint {
   #publication: RankPublication | undefined;
   #readiness: WorkerReadinessWatch | undefined;
   #shutdown: Promise<EndpointShutdownResult> | undefined;
+  /** Settles once the register(), publish() or drain() under way has ended, either way: a close() waits for it. */
+  #actUnderWay: Promise<void> | undefined;
   #metricsListener: MetricsListener | undefined;
 
   constructor(options: ReuseEndpointOptions) {
@@ -451,24 +460,43 @@ export class ReuseEndpoint {
   ): Promise<RegisteredRank> {
     this.#lifecycle.require('register', ['created']);
     const registration = checkedRegisterOptions(options);
-    this.#lifecycle.move('registering', 'register()');
+    return this.#act(async () => {
+      this.#lifecycle.move('registering', 'register()');
+      let registered: RegisteredRank;
+      try {
+        const { agent, banks, metrics, settings } = this.#options;
+        const port = settings.endpoint?.metricsPort ?? 0;
+        if (port !== 0)
+          this.#metricsListener ??= await (metrics as EndpointMetrics).listen(port, settings.endpoint?.metricsHost);
+        registered = await registerRank({ agent, banks, ...registration });
+      } catch (error) {
+        this.#lifecycle.move(
+          'created',
+          `registration failed: ${error instanceof Error ? error.message : String(error)}`,
+        );
+        throw error;
+      }
+      this.#registered = registered;
+      this.#drain.addRank(registered);
+      this.#options.metrics?.banks({ registered: registered.banks.length, retained: 0, quarantined: 0 });
+      this.#lifecycle.move(
+        'registered',
+        `${registered.banks.length} banks registered with ${this.#options.agent.name}`,
+      );
+      return registered;
+    });
+  }
+
+  /** Runs `act` (a register, publish or drain, from its first move on), marking it as the act a close() waits for. */
+  async #act<T>(act: () => Promise<T>): Promise<T> {
+    const ended = deferred<void>();
+    this.#actUnderWay = ended.promise;
     try {
-      const { agent, banks, metrics, settings } = this.#options;
-      const port = settings.endpoint?.metricsPort ?? 0;
-      if (port !== 0)
-        this.#metricsListener ??= await (metrics as EndpointMetrics).listen(port, settings.endpoint?.metricsHost);
-      this.#registered = await registerRank({ agent, banks, ...registration });
-    } catch (error) {
-      this.#lifecycle.move('created', `registration failed: ${error instanceof Error ? error.message : String(error)}`);
-      throw error;
+      return await act();
+    } finally {
+      this.#actUnderWay = undefined;
+      ended.resolve();
     }
-    this.#drain.addRank(this.#registered);
-    this.#options.metrics?.banks({ registered: this.#registered.banks.length, retained: 0, quarantined: 0 });
-    this.#lifecycle.move(
-      'registered',
-      `${this.#registered.banks.length} banks registered with ${this.#options.agent.name}`,
-    );
-    return this.#registered;
   }
 
   /**
@@ -479,47 +507,49 @@ export class ReuseEndpoint {
     this.#lifecycle.require('publish', ['registered']);
     const registered = this.#registered as RegisteredRank;
     const { discovery, secret, worker, agent, settings, keyPrefix } = this.#options;
-    this.#lifecycle.move('publishing', 'publish()');
-    try {
-      const host = this.#options.host === undefined ? thisHost() : (this.#options.host ?? undefined);
-      const part = buildRankPart(
-        worker,
-        registered,
-        transportMetadataOf(agent, secret, { ...worker, ...registered }),
-        host === undefined ? {} : { host },
-      );
-      const prefix = keyPrefix === undefined ? {} : { keyPrefix };
-      this.#publication = await startRankPublication(discovery, [part], {
-        leaseTtlMs: settings.discovery.leaseTtlMs,
-        ...prefix,
-      });
-      this.#readiness = await watchWorkerReadiness(discovery, worker.workerId, {
-        onChange: (readiness) => this.#onReadiness(readiness),
-        ...(this.#options.gates === undefined ? {} : { gates: this.#options.gates }),
-        ...(this.#options.admissionGate === undefined ? {} : { admissionGate: this.#options.admissionGate }),
-        ...prefix,
-      });
-      if (this.#options.serve !== undefined) await this.#serve(this.#options.serve, this.#publication);
-    } catch (error) {
-      this.#stopServing?.();
-      await this.#sourceSide?.withdrawInventory().catch(() => undefined);
-      this.#sourceSide = undefined;
-      await this.#readiness?.close().catch(() => undefined);
-      this.#readiness = undefined;
-      await this.#publication?.withdraw().catch(() => undefined);
-      this.#publication = undefined;
+    return this.#act(async () => {
+      this.#lifecycle.move('publishing', 'publish()');
+      try {
+        const host = this.#options.host === undefined ? thisHost() : (this.#options.host ?? undefined);
+        const part = buildRankPart(
+          worker,
+          registered,
+          transportMetadataOf(agent, secret, { ...worker, ...registered }),
+          host === undefined ? {} : { host },
+        );
+        const prefix = keyPrefix === undefined ? {} : { keyPrefix };
+        this.#publication = await startRankPublication(discovery, [part], {
+          leaseTtlMs: settings.discovery.leaseTtlMs,
+          ...prefix,
+        });
+        this.#readiness = await watchWorkerReadiness(discovery, worker.workerId, {
+          onChange: (readiness) => this.#onReadiness(readiness),
+          ...(this.#options.gates === undefined ? {} : { gates: this.#options.gates }),
+          ...(this.#options.admissionGate === undefined ? {} : { admissionGate: this.#options.admissionGate }),
+          ...prefix,
+        });
+        if (this.#options.serve !== undefined) await this.#serve(this.#options.serve, this.#publication);
+      } catch (error) {
+        this.#stopServing?.();
+        await this.#sourceSide?.withdrawInventory().catch(() => undefined);
+        this.#sourceSide = undefined;
+        await this.#readiness?.close().catch(() => undefined);
+        this.#readiness = undefined;
+        await this.#publication?.withdraw().catch(() => undefined);
+        this.#publication = undefined;
+        this.#lifecycle.move(
+          'registered',
+          `publication failed: ${error instanceof Error ? error.message : String(error)}`,
+        );
+        throw error;
+      }
+      this.#notifications.start(agent);
       this.#lifecycle.move(
-        'registered',
-        `publication failed: ${error instanceof Error ? error.message : String(error)}`,
+        'published',
+        `rank part of tp${this.#options.rank.tpRank}/pp${this.#options.rank.ppRank} published at epoch ${this.#publication.epoch}`,
       );
-      throw error;
-    }
-    this.#notifications.start(agent);
-    this.#lifecycle.move(
-      'published',
-      `rank part of tp${this.#options.rank.tpRank}/pp${this.#options.rank.ppRank} published at epoch ${this.#publication.epoch}`,
-    );
-    this.#onReadiness(this.#readiness.current);
+      this.#onReadiness(this.#readiness.current);
+    });
   }
 
   /** Starts answering pin requests and publishes the retained inventory (a failed publication leaves nothing served). */
@@ -577,19 +607,21 @@ export class ReuseEndpoint {
   async drain(options: { readonly deadlineMs: number }): Promise<EndpointDrainReport> {
     this.#lifecycle.require('drain', ['registered', 'published', 'ready']);
     const deadlineMs = deadlineOf(options, 'drain');
-    this.#lifecycle.move('draining', `drain({ deadlineMs: ${deadlineMs} })`);
-    const left = await this.#stopTransfers(deadlineMs);
-    const report = await this.#drain.drain({ deadlineMs: left });
-    this.#options.metrics?.banks({
-      registered: 0,
-      retained: report.banksRetained.length,
-      quarantined: report.quarantined.length,
+    return this.#act(async () => {
+      this.#lifecycle.move('draining', `drain({ deadlineMs: ${deadlineMs} })`);
+      const left = await this.#stopTransfers(deadlineMs);
+      const report = await this.#drain.drain({ deadlineMs: left });
+      this.#options.metrics?.banks({
+        registered: 0,
+        retained: report.banksRetained.length,
+        quarantined: report.quarantined.length,
+      });
+      this.#lifecycle.move(
+        'drained',
+        `${report.banksReturned.length} banks returned, ${report.banksRetained.length} retained, ${report.quarantined.length} operations quarantined`,
+      );
+      return this.#withPins(report);
     });
-    this.#lifecycle.move(
-      'drained',
-      `${report.banksReturned.length} banks returned, ${report.banksRetained.length} retained, ${report.quarantined.length} operations quarantined`,
-    );
-    return this.#withPins(report);
   }
 
   /**
@@ -622,20 +654,25 @@ export class ReuseEndpoint {
    * Shuts down within `deadlineMs` (`transport.shutdownDeadlineMs` by default): drains first if that was
    * not done, invalidates peers, closes the agent (with what is left), then its pin client (a pull still
    * awaiting a pin ends with `READER_CLOSED`) and last the metrics listener (so the drain can be watched).
-   * Its report lists the pins waited for, as `drain()`'s does. Idempotent: later calls return the first
+   * Its report lists the pins waited for, as `drain()`'s does. Called while a `register()`, `publish()` or
+   * `drain()` is under way, it first waits for that to end (either way; the time counts against `deadlineMs`),
+   * then closes from where it ended: nothing is left registered or published. Idempotent: later calls return the first
    * result. Options that are no object, or a `deadlineMs` that is not a whole number of milliseconds, at
    * least 0, are refused (`EndpointOptionError`) before anything moves.
    */
   close(options: { readonly deadlineMs?: number } = {}): Promise<EndpointShutdownResult> {
     if (this.#shutdown !== undefined) return this.#shutdown;
-    this.#lifecycle.require('close', ['created', 'registered', 'published', 'ready', 'drained']);
+    this.#lifecycle.require('close', closable);
     let deadlineMs: number;
     try {
       deadlineMs = deadlineOf(options, 'close') ?? this.#options.settings.transport.shutdownDeadlineMs;
     } catch (error) {
       return Promise.reject(error);
     }
-    this.#shutdown = this.#close(deadlineMs)
+    const act = this.#actUnderWay;
+    // Without an act under way the close begins now: its deadline counts from this call.
+    const closing = act === undefined ? this.#close(deadlineMs) : this.#afterAct(act, deadlineMs);
+    this.#shutdown = closing
       .then((result) => ({ ...result, report: this.#withPins(result.report) }))
       .finally(() => {
         // A pull the close went on without ends now, not at its pin timeout; no renewal timer is left.
@@ -643,6 +680,13 @@ export class ReuseEndpoint {
         return this.#metricsListener?.close();
       });
     return this.#shutdown;
+  }
+
+  /** Closes once `act` (the one under way) has ended, with what is left of `deadlineMs`. */
+  async #afterAct(act: Promise<void>, deadlineMs: number): Promise<ShutdownResult> {
+    const startedAt = this.#clock.now();
+    await act;
+    return this.#close(Math.max(0, deadlineMs - Math.ceil(this.#clock.now() - startedAt)));
   }
 
   async #close(deadlineMs: number): Promise<ShutdownResult> {
@@ -679,6 +723,9 @@ export class ReuseEndpoint {
     };
   }
 }
+
+/** Every state but those of a close under way or done (whose `close()` answers the first close's result). */
+const closable = endpointStates.filter((state) => state !== 'closing' && state !== 'closed');
 
 /**
  * The deadline a `drain()` (which requires one) or a `close()` (undefined: the default) is given, read once;
