@@ -1,22 +1,13 @@
 // ReuseEndpoint.pull aborted by its signal while it loads the source peers or waits for the pins: it ends
 // at once with the abort, and gives back what arrives afterwards.
-import { afterEach, describe, expect, it, vi } from 'vitest';
-import { hintFor, servingPair, transport } from '../test/support/endpoint-workers.js';
+import { describe, expect, it, vi } from 'vitest';
+import { cleanupsAfterEach } from '../test/support/endpoint-cleanups.js';
+import { hintFor, servingPair } from '../test/support/endpoint-workers.js';
 import { holdGrants } from '../test/support/held-grants.js';
 import type { PinAdapter } from './pin-adapter.js';
 import { RemotePeers } from './remote-peers.js';
 
-const cleanups: (() => Promise<unknown>)[] = [];
-afterEach(async () => {
-  vi.restoreAllMocks();
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-  expect(transport.counters()).toMatchObject({
-    liveRegistrations: 0,
-    liveAllocations: 0,
-    liveAgents: 0,
-    liveOperations: 0,
-  });
-});
+const cleanups = cleanupsAfterEach();
 
 const pair = () => servingPair(cleanups);
 const destinationBlocks = (count: number) => Uint32Array.from({ length: count }, (_, i) => i);

@@ -8,7 +8,8 @@ import type { RankPart } from '@kvreuse/descriptors';
 import { ClusterSecret, MemoryDiscoveryStore, type ReadinessGate, startRankPublication } from '@kvreuse/discovery';
 import { DrainController } from '@kvreuse/drain';
 import { TransferCalibration } from '@kvreuse/router';
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
+import { cleanupsAfterEach } from '../test/support/endpoint-cleanups.js';
 import {
   allReady,
   type HintSource,
@@ -26,17 +27,7 @@ import { EndpointMetrics } from './metrics.js';
 import type { HeldPin } from './pins.js';
 import { holdGrants } from '../test/support/held-grants.js';
 
-const cleanups: (() => Promise<unknown>)[] = [];
-afterEach(async () => {
-  vi.restoreAllMocks();
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-  expect(transport.counters()).toMatchObject({
-    liveRegistrations: 0,
-    liveAllocations: 0,
-    liveAgents: 0,
-    liveOperations: 0,
-  });
-});
+const cleanups = cleanupsAfterEach();
 
 async function pair() {
   const metrics = new EndpointMetrics();

@@ -3,23 +3,14 @@
 import { buildTransferTemplate } from '@kvreuse/descriptors';
 import { DrainController } from '@kvreuse/drain';
 import { codeOf } from '@kvreuse/errors';
-import { afterEach, describe, expect, it, vi } from 'vitest';
-import { openWorker, servingPair, transport } from '../test/support/endpoint-workers.js';
+import { describe, expect, it, vi } from 'vitest';
+import { cleanupsAfterEach } from '../test/support/endpoint-cleanups.js';
+import { openWorker, servingPair } from '../test/support/endpoint-workers.js';
 import { blockChecksums } from './block-checksum.js';
 import { EndpointOptionError } from './errors.js';
 import { EndpointStateError } from './lifecycle.js';
 
-const cleanups: (() => Promise<unknown>)[] = [];
-afterEach(async () => {
-  vi.restoreAllMocks();
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-  expect(transport.counters()).toMatchObject({
-    liveRegistrations: 0,
-    liveAllocations: 0,
-    liveAgents: 0,
-    liveOperations: 0,
-  });
-});
+const cleanups = cleanupsAfterEach();
 
 describe('ReuseEndpoint.push', () => {
   it("writes the blocks into every destination rank's places, each post on the ledger, one template per rank pair", async () => {

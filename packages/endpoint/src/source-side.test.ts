@@ -7,22 +7,13 @@ import {
   type WorkerReadiness,
 } from '@kvreuse/discovery';
 import { defaultInventoryPrefix, safeParseInventoryBatch } from '@kvreuse/inventory';
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
+import { cleanupsAfterEach } from '../test/support/endpoint-cleanups.js';
 import type { ReuseEndpoint } from './reuse-endpoint.js';
 import { SourceSide } from './source-side.js';
-import { allReady, chain, hintFor, openWorker, servingPair, transport } from '../test/support/endpoint-workers.js';
+import { allReady, chain, hintFor, openWorker, servingPair } from '../test/support/endpoint-workers.js';
 
-const cleanups: (() => Promise<unknown>)[] = [];
-afterEach(async () => {
-  vi.restoreAllMocks();
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-  expect(transport.counters()).toMatchObject({
-    liveRegistrations: 0,
-    liveAllocations: 0,
-    liveAgents: 0,
-    liveOperations: 0,
-  });
-});
+const cleanups = cleanupsAfterEach();
 
 describe('ReuseEndpoint serving pins', () => {
   it('publishes its retained inventory, complete, once published, follows evictions, renews it, and withdraws it first at drain', async () => {
