@@ -80,6 +80,22 @@ describe('native/Makefile', () => {
     expect(outOfDate(root, mappingObject)).toBe(true);
   }, 60_000);
 
+  // The test files of several packages build the fake driver while the native tests load it: a file written in
+  // place would be found half written ("file too short").
+  it('writes what tests load under a private name and renames it into place', () => {
+    const root = copyOfNative();
+    const loaded = [fakeCudaDriver, 'build/fake_cuda/old/libcuda.so.1', 'build/fake_cuda/kernels_on_host.o'];
+    for (const target of [...loaded, 'build/libkvreuse_transport.so']) {
+      const run = make(root, '-n', '-B', target);
+      expect(run.status, run.stderr).toBe(0);
+      const commands = run.stdout.replace(/\\\n/g, ' ').split('\n');
+      const writing = commands.filter((command) => command.includes(` -o ${target}`));
+      expect(writing, target).toHaveLength(1);
+      expect(writing[0], target).toContain(` -o ${target}.$$.tmp `);
+      expect(writing[0], target).toContain(`mv -f ${target}.$$.tmp ${target} `);
+    }
+  }, 60_000);
+
   it('removes the dependency files with the rest of the build on clean', () => {
     const root = copyOfNative();
     build(root, mappingObject);
