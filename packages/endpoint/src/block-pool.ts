@@ -2,7 +2,8 @@
 // named by their chain hash, LRU eviction of retained blocks that never evicts a pinned one.
 import { isChainHash } from './chain-hash.js';
 import { AllBlocksPinnedError, EndpointOptionError } from './errors.js';
-import { checkListener, tellEach } from './listeners.js';
+import { checkFunction } from './argument-shapes.js';
+import { tellEach } from './listeners.js';
 import type { AdapterGrant, EvictedBlock, PinAdapter } from './pin-adapter.js';
 
 export class BlockPool implements PinAdapter {
@@ -108,7 +109,7 @@ export class BlockPool implements PinAdapter {
   }
 
   onEvicted(listener: (evicted: readonly EvictedBlock[]) => void): () => void {
-    checkListener('listener', listener);
+    checkFunction('listener', listener);
     this.#evictionListeners.add(listener);
     return () => this.#evictionListeners.delete(listener);
   }

@@ -3,7 +3,8 @@
 // block removed or rewritten) is not renewed, and the reader's verification catches a block rewritten
 // between the grant and the read.
 import { EndpointOptionError } from './errors.js';
-import { checkListener, tellEach } from './listeners.js';
+import { checkFunction } from './argument-shapes.js';
+import { tellEach } from './listeners.js';
 import type { AdapterGrant, EvictedBlock, PinAdapter } from './pin-adapter.js';
 import type { StoredBlock } from './adoption-messages.js';
 
@@ -78,7 +79,7 @@ export class EngineBlocks implements PinAdapter {
   }
 
   onEvicted(listener: (evicted: readonly EvictedBlock[]) => void): () => void {
-    checkListener('listener', listener);
+    checkFunction('listener', listener);
     this.#listeners.add(listener);
     return () => this.#listeners.delete(listener);
   }

@@ -1,7 +1,8 @@
 // The endpoint's explicit lifecycle: which state it is in, which calls each state allows, and an event for
 // every transition, so a caller (and the metrics) always knows where an endpoint stands.
 import { EndpointError } from './errors.js';
-import { checkListener, tellEach } from './listeners.js';
+import { checkFunction } from './argument-shapes.js';
+import { tellEach } from './listeners.js';
 
 export type EndpointState =
   | 'created'
@@ -56,7 +57,7 @@ export class EndpointLifecycle {
    * reported as a warning and does not stop the others; one that is no function is refused (`EndpointOptionError`).
    */
   onTransition(listener: (transition: EndpointTransition) => void): () => void {
-    checkListener('listener', listener);
+    checkFunction('listener', listener);
     this.#listeners.add(listener);
     return () => this.#listeners.delete(listener);
   }

@@ -1,11 +1,5 @@
 // Listeners the endpoint calls (transitions, evictions, pins held): one that throws never stops the others, and
 // is reported as a process warning, as is any other caller's function whose throw the endpoint outlives.
-import { EndpointOptionError } from './errors.js';
-
-/** `EndpointOptionError` naming `option` unless `listener` is a function: one that is not is never added. */
-export function checkListener(option: string, listener: unknown): void {
-  if (typeof listener !== 'function') throw new EndpointOptionError(option, listener, 'a function');
-}
 
 /**
  * Calls each of `listeners` with `value`. One that throws is reported as a process warning (`what` names it,
