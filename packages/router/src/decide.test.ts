@@ -654,6 +654,100 @@ describe('decide: calibration', () => {
   });
 });
 
+describe('decide: a calibration whose clock fails', () => {
+  /** A confident calibration of host pulls over the network: 0.5 ms per pull and 0.25 ms per block. */
+  function calibrated(now: () => number): TransferCalibration {
+    const calibration = new TransferCalibration({ now });
+    for (let blocks = 1; blocks <= 8; blocks++)
+      calibration.record({
+        linkClass: 'network',
+        tier: 'host',
+        blocks,
+        bytes: blocks,
+        transferMs: 0.5 + blocks * 0.25,
+      });
+    return calibration;
+  }
+
+  /** A clock that reads 0 until `fail` is called, then throws from its `readings`-th reading on (0: at once). */
+  function failingClock(): { readonly now: () => number; fail(readings: number): void } {
+    let readingsLeft = Infinity;
+    return {
+      now: () => {
+        if (readingsLeft-- <= 0) throw new Error('clock source gone');
+        return 0;
+      },
+      fail: (readings) => {
+        readingsLeft = readings;
+      },
+    };
+  }
+
+  it('prices with the priors, as without a calibration, and says why in the decision', () => {
+    const s = scenario();
+    hostSource(s);
+    const clock = failingClock();
+    const calibration = calibrated(clock.now);
+    expect(route(s, 0, { calibration }).estimate).toBe('calibrated');
+    clock.fail(0);
+    const decision = route(s, 0, { calibration });
+    const uncalibrated = route(s);
+    const fault = {
+      refusal: 'threw',
+      detail: 'calibration clock options.now is refused: it threw: clock source gone; the calibration is unchanged',
+    };
+    expect(decision).toEqual({
+      ...uncalibrated,
+      detail: `${uncalibrated.detail}; priced with the priors: ${fault.detail}`,
+      calibrationFault: fault,
+    });
+  });
+
+  it('prices every candidate with the priors once the clock fails, also those priced before it failed', () => {
+    const s = scenario();
+    s.addSource(workerOf('decode-1'), 1, { blocks: 6 });
+    s.addSource(workerOf('decode-2'), 1, { blocks: 10 });
+    const clock = failingClock();
+    const calibration = calibrated(clock.now);
+    // The first candidate reads the clock twice (its prefill estimate, its transfer fit); the second fails.
+    clock.fail(2);
+    const decision = route(s, 0, { calibration });
+    const uncalibrated = route(s);
+    expect(decision).toMatchObject({
+      source: { workerId: 'decode-2' },
+      estimate: 'prior',
+      prefillEstimate: 'prior',
+      savingMs: uncalibrated.savingMs,
+      costMs: uncalibrated.costMs,
+      rejected: uncalibrated.rejected,
+      calibrationFault: { refusal: 'threw' },
+    });
+  });
+
+  it('says so also when the decision ends past the lookup budget', () => {
+    const s = new Scenario(40, settingsOf([...exact, '--router-transfer-source-lookup-budget-ms=3.5']));
+    for (const id of ['decode-1', 'decode-2', 'decode-3']) s.addSource(workerOf(id), 1, { blocks: 30 });
+    s.clock.stepMs = 1;
+    const clock = failingClock();
+    const calibration = calibrated(clock.now);
+    clock.fail(0);
+    expect(route(s, 0, { calibration })).toMatchObject({
+      reason: 'budget-exceeded',
+      detail: expect.stringMatching(/lookup_budget_ms = 3\.5 ms.*; priced with the priors: calibration clock/),
+      calibrationFault: { refusal: 'threw' },
+    });
+  });
+
+  it('leaves a decision that never reads the calibration as it is', () => {
+    const s = scenario(['--router-enable-decode-to-prefill-reuse=false']);
+    hostSource(s);
+    const clock = failingClock();
+    const calibration = calibrated(clock.now);
+    clock.fail(0);
+    expect(route(s, 0, { calibration })).toEqual(route(s));
+  });
+});
+
 describe('decide: bad input', () => {
   it('refuses a request without a prompt, with both, or with a bad local prefix, naming it', () => {
     const s = scenario();

@@ -10,8 +10,8 @@ import {
   RetainedInventory,
 } from '@kvreuse/inventory';
 import type { SourceTier, TransferCalibration } from './calibration.js';
-import { type EstimateKind, estimatePull } from './cost-model.js';
-import { RouteRequestError, RouterOptionError } from './errors.js';
+import { type EstimateKind, estimatePull, type PullEstimate, type PullShape } from './cost-model.js';
+import { CalibrationClockError, type CalibrationClockRefusal, RouteRequestError, RouterOptionError } from './errors.js';
 import { lookupClock } from './lookup-clock.js';
 import { type PromptInput, promptChain } from './prompt-chain.js';
 import { type LinkClass, linkClassBetween, SourceBook, type SourceState } from './sources.js';
@@ -39,7 +39,10 @@ export interface RouteContext {
   readonly sources: SourceBook;
   /** Which reuse runs (`explainActivation` of @kvreuse/profile-admission): GPU-tier sources only in `gpu` mode. */
   readonly activation: Pick<Activation, 'mode' | 'reasons'>;
-  /** Receipts' estimates, used instead of the priors once confident. */
+  /**
+   * Receipts' estimates, used instead of the priors once confident. When its clock fails while the
+   * decision reads it, the decision is priced with the priors (see `RouteDecision.calibrationFault`).
+   */
   readonly calibration?: TransferCalibration;
   /**
    * Monotonic milliseconds against which the lookup budget runs. Default: a clock that advances by the
@@ -129,6 +132,14 @@ export interface PrefixCut {
   readonly detail: string;
 }
 
+/** Why a decision given a calibration was priced with the priors: the calibration's clock failed. */
+export interface CalibrationFault {
+  /** How the clock failed (the `refusal` of the `CalibrationClockError` it caused). */
+  readonly refusal: CalibrationClockRefusal;
+  /** The same in words: the error's message. */
+  readonly detail: string;
+}
+
 export interface RouteDecision {
   readonly action: 'pull' | 'recompute';
   readonly reason: DecisionReason;
@@ -149,6 +160,11 @@ export interface RouteDecision {
   /** Workers the inventory named as retaining the prompt's first block, looked at before deciding. */
   readonly candidatesConsidered: number;
   readonly rejected: readonly RejectedSource[];
+  /**
+   * Present when the calibration's clock failed during the decision: every candidate was then priced
+   * with the priors, as without a calibration, and `detail` says so.
+   */
+  readonly calibrationFault?: CalibrationFault;
 }
 
 interface Priced {
@@ -198,7 +214,7 @@ export function decide(request: RouteRequest, context: RouteContext): RouteDecis
     sources,
     destination,
     router,
-    calibration,
+    estimates: new DecisionEstimates(router, calibration),
     activation,
     seed: settings.inventory.hashSeed,
     gpu: activation.mode === 'gpu',
@@ -206,15 +222,16 @@ export function decide(request: RouteRequest, context: RouteContext): RouteDecis
     blockTokens,
   };
   for (let i = 0; i < prefixes.length; i++) {
-    if (i > 0 && clock() - started > budgetMs) return exceeded(budgetMs, i, rejected);
+    if (i > 0 && clock() - started > budgetMs) return withFault(exceeded(budgetMs, i, rejected), pricing.estimates);
     const candidate = priceSource(prefixes[i]!, pricing, rejected);
     if (candidate !== undefined) priced.push(candidate);
   }
-  if (clock() - started > budgetMs) return exceeded(budgetMs, prefixes.length, rejected);
+  if (clock() - started > budgetMs) return withFault(exceeded(budgetMs, prefixes.length, rejected), pricing.estimates);
+  if (pricing.estimates.fault !== undefined) repriceWithPriors(priced, pricing);
 
   const considered = prefixes.length;
   const chosen = choose(priced, router, local, rejected);
-  if (chosen === undefined) return declined(priced, router, considered, rejected);
+  if (chosen === undefined) return withFault(declined(priced, router, considered, rejected), pricing.estimates);
   const { state, extent, tier, linkClass } = chosen;
   const detail = `pull ${extent} blocks from ${state.workerId}: ${describeNet(chosen)}${chosen.cut === undefined ? '' : `; ${chosen.cut.detail}`}`;
   const decision = pricedDecision(chosen, 'pull', 'worth-it', detail, considered, rejected);
@@ -229,6 +246,51 @@ export function decide(request: RouteRequest, context: RouteContext): RouteDecis
     tier,
     linkClass,
   };
+  return withFault(decision, pricing.estimates);
+}
+
+/**
+ * The estimates of one decision's candidates: from its calibration until the calibration's clock fails,
+ * then from the priors. A broken clock must not stop routing, and the decision must stay visible as
+ * priced without calibration (`fault`).
+ */
+class DecisionEstimates {
+  fault: CalibrationFault | undefined;
+
+  constructor(
+    private readonly router: RouteContext['settings']['router'],
+    private calibration: TransferCalibration | undefined,
+  ) {}
+
+  estimate(shape: PullShape): PullEstimate {
+    if (this.calibration !== undefined) {
+      try {
+        return estimatePull(shape, this.router, this.calibration);
+      } catch (error) {
+        if (!(error instanceof CalibrationClockError)) throw error;
+        this.calibration = undefined;
+        this.fault = { refusal: error.refusal, detail: error.message };
+      }
+    }
+    return estimatePull(shape, this.router, undefined);
+  }
+}
+
+/** Prices again with the priors the candidates priced from the calibration before its clock failed. */
+function repriceWithPriors(priced: Priced[], pricing: Pricing): void {
+  for (let i = 0; i < priced.length; i++) {
+    const candidate = priced[i]!;
+    if (candidate.estimate === 'calibrated' || candidate.prefillEstimate === 'calibrated')
+      priced[i] = price(candidate, pricing);
+  }
+}
+
+/** The decision, saying so when the calibration's clock failed while it was priced. */
+function withFault(decision: DecisionDraft, estimates: DecisionEstimates): RouteDecision {
+  const { fault } = estimates;
+  if (fault === undefined) return decision;
+  decision.detail += `; priced with the priors: ${fault.detail}`;
+  decision.calibrationFault = fault;
   return decision;
 }
 
@@ -237,7 +299,7 @@ interface Pricing {
   readonly sources: SourceBook;
   readonly destination: RouteDestination;
   readonly router: RouteContext['settings']['router'];
-  readonly calibration: RouteContext['calibration'];
+  readonly estimates: DecisionEstimates;
   readonly activation: RouteContext['activation'];
   readonly seed: string;
   /** Whether GPU reuse is active. */
@@ -338,12 +400,21 @@ function priceSource(prefix: AdvisoryRetainedPrefix, pricing: Pricing, rejected:
   const cut = usable.blocks < prefix.blocks ? prefixCut(prefix, usable.blocks, pricing.activation.reasons) : undefined;
   const extent = usable.blocks - pricing.local;
   const linkClass = linkClassBetween(state, pricing.destination.worker, pricing.destination.host);
-  const estimate = estimatePull(
-    { extent, blockTokens: pricing.blockTokens, tier, linkClass },
-    pricing.router,
-    pricing.calibration,
-  );
-  const { savingMs, costMs } = estimate;
+  return price({ state, prefix, extent, tier, cut, linkClass }, pricing);
+}
+
+/** The pull of a candidate, priced by the decision's estimates. */
+function price(
+  pull: Omit<Priced, 'savingMs' | 'costMs' | 'net' | 'estimate' | 'prefillEstimate'>,
+  pricing: Pricing,
+): Priced {
+  const { state, prefix, extent, tier, cut, linkClass } = pull;
+  const { savingMs, costMs, estimate, prefillEstimate } = pricing.estimates.estimate({
+    extent,
+    blockTokens: pricing.blockTokens,
+    tier,
+    linkClass,
+  });
   return {
     state,
     prefix,
@@ -354,8 +425,8 @@ function priceSource(prefix: AdvisoryRetainedPrefix, pricing: Pricing, rejected:
     savingMs,
     costMs,
     net: savingMs - costMs,
-    estimate: estimate.estimate,
-    prefillEstimate: estimate.prefillEstimate,
+    estimate,
+    prefillEstimate,
   };
 }
 
@@ -404,7 +475,7 @@ function declined(
   router: RouteContext['settings']['router'],
   considered: number,
   rejected: readonly RejectedSource[],
-): RouteDecision {
+): DecisionDraft {
   const minBlocks = router.minimumTransferPrefixBlocks;
   const margin = router.minimumEstimatedTtftSavingMs;
   const best = priced[0];
@@ -433,7 +504,7 @@ function recompute(
   detail: string,
   considered = 0,
   rejected: readonly RejectedSource[] = noRejections,
-): RouteDecision {
+): DecisionDraft {
   return {
     action: 'recompute',
     reason,
@@ -448,7 +519,7 @@ function recompute(
   };
 }
 
-function exceeded(budgetMs: number, considered: number, rejected: readonly RejectedSource[]): RouteDecision {
+function exceeded(budgetMs: number, considered: number, rejected: readonly RejectedSource[]): DecisionDraft {
   return recompute(
     'budget-exceeded',
     `finding a source took longer than router.transfer_source_lookup_budget_ms = ${budgetMs} ms: no source, the prefix is recomputed`,

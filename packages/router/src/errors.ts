@@ -58,6 +58,12 @@ export class ReceiptError extends RouterError {
  * it was read, read something other than a finite number, or read less than it had read before.
  */
 export type CalibrationClockRefusal = 'threw' | 're-entered' | 'not-finite' | 'went-back';
+export const calibrationClockRefusals: readonly CalibrationClockRefusal[] = [
+  'threw',
+  're-entered',
+  'not-finite',
+  'went-back',
+];
 
 /**
  * The clock of a `TransferCalibration` (its `now` option) failed while the calibration read it. Nothing

@@ -7,6 +7,7 @@
 export {
   CalibrationClockError,
   type CalibrationClockRefusal,
+  calibrationClockRefusals,
   PullNotStartedError,
   ReceiptError,
   RouteRequestError,
@@ -39,6 +40,7 @@ export {
 export { type EstimateKind, estimatePull, type PullEstimate, type PullShape } from './cost-model.js';
 export { type PromptInput, promptChain } from './prompt-chain.js';
 export {
+  type CalibrationFault,
   decide,
   type DecisionReason,
   decisionReasons,

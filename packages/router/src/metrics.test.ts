@@ -2,6 +2,7 @@ import perfHooks from 'node:perf_hooks';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { codeOf } from '@kvreuse/errors';
+import { RouterOptionError } from './errors.js';
 import { registerDefaultMetrics, RouterMetrics } from './metrics.js';
 
 function thrown(run: () => unknown): unknown {
@@ -56,7 +57,22 @@ describe('RouterMetrics', () => {
     const registry = new Registry();
     new RouterMetrics({ registry }).decided({ action: 'recompute', reason: 'disabled' });
     const names = (await registry.getMetricsAsJSON()).map(({ name }) => name);
-    expect(names).toEqual(['kvreuse_route_decisions_total']);
+    expect(names).toEqual(['kvreuse_route_decisions_total', 'kvreuse_route_calibration_clock_refusals_total']);
+  });
+
+  it("counts the decisions priced with the priors because the calibration's clock failed, by how it failed", async () => {
+    const metrics = new RouterMetrics();
+    const fault = {
+      refusal: 'went-back',
+      detail: 'calibration clock options.now is refused: it read 1 after 2',
+    } as const;
+    metrics.decided({ action: 'pull', reason: 'worth-it', calibrationFault: fault });
+    metrics.decided({ action: 'recompute', reason: 'not-worth-it', calibrationFault: fault });
+    metrics.decided({ action: 'pull', reason: 'worth-it' });
+    const text = await metrics.text();
+    expect(text).toContain('kvreuse_route_calibration_clock_refusals_total{refusal="went-back"} 2\n');
+    expect(text).toContain('kvreuse_route_calibration_clock_refusals_total{refusal="threw"} 0\n');
+    expect(text).toContain('kvreuse_route_decisions_total{action="pull",reason="worth-it"} 2\n');
   });
 
   it('refuses a decision decide never returns, and a registry that is not one', () => {
@@ -65,5 +81,18 @@ describe('RouterMetrics', () => {
       'INVALID_ROUTER_OPTION',
     );
     expect(codeOf(thrown(() => new RouterMetrics({ registry: {} as Registry })))).toBe('INVALID_ROUTER_OPTION');
+    const unknownFault = { refusal: 'late', detail: '' } as never;
+    expect(() => metrics.decided({ action: 'pull', reason: 'worth-it', calibrationFault: unknownFault })).toThrow(
+      /decision.calibrationFault .* is refused: absent, or a fault whose refusal is one of threw, re-entered/,
+    );
+  });
+
+  it('counts nothing of a decision it refuses', async () => {
+    const metrics = new RouterMetrics();
+    const unknownFault = { refusal: 'late', detail: '' } as never;
+    expect(() => metrics.decided({ action: 'pull', reason: 'worth-it', calibrationFault: unknownFault })).toThrow(
+      RouterOptionError,
+    );
+    expect(await metrics.text()).toContain('kvreuse_route_decisions_total{action="pull",reason="worth-it"} 0\n');
   });
 });

@@ -2,7 +2,7 @@
 // (the demo's parent beside its ranks' endpoints, each of which serves its transfers and pins).
 import { collectDefaultMetrics, Counter, type Metric, Registry } from 'prom-client';
 import { type DecisionReason, decisionReasons, type RouteDecision } from './decide.js';
-import { RouterOptionError } from './errors.js';
+import { calibrationClockRefusals, isObject, RouterOptionError } from './errors.js';
 
 export interface RouterMetricsOptions {
   /**
@@ -41,10 +41,14 @@ export function registerDefaultMetrics(registry: Registry): void {
   for (const name of metrics) registry.registerMetric(processDefaultMetrics.getSingleMetric(name) as Metric);
 }
 
-/** `kvreuse_route_decisions_total` (by action and reason), every possible series from the first scrape. */
+/**
+ * `kvreuse_route_decisions_total` (by action and reason) and `kvreuse_route_calibration_clock_refusals_total`
+ * (by refusal), every possible series from the first scrape.
+ */
 export class RouterMetrics {
   readonly registry: Registry;
   readonly #decisions: Counter<'action' | 'reason'>;
+  readonly #calibrationClockRefusals: Counter<'refusal'>;
 
   constructor(options: RouterMetricsOptions = {}) {
     if (typeof options !== 'object' || options === null)
@@ -64,17 +68,32 @@ export class RouterMetrics {
       registers: [this.registry],
     });
     for (const labels of possibleDecisions) this.#decisions.inc(labels, 0);
+    this.#calibrationClockRefusals = new Counter({
+      name: 'kvreuse_route_calibration_clock_refusals_total',
+      help: "Decisions priced with the priors because the calibration's clock failed, by how it failed (calibrationClockRefusals).",
+      labelNames: ['refusal'],
+      registers: [this.registry],
+    });
+    for (const refusal of calibrationClockRefusals) this.#calibrationClockRefusals.inc({ refusal }, 0);
   }
 
-  /** Counts one decision (as `decide` returned it). */
-  decided(decision: Pick<RouteDecision, 'action' | 'reason'>): void {
+  /** Counts one decision (as `decide` returned it), and its calibration fault if it has one. */
+  decided(decision: Pick<RouteDecision, 'action' | 'reason' | 'calibrationFault'>): void {
     if (!possibleDecisions.some(({ action, reason }) => action === decision.action && reason === decision.reason))
       throw new RouterOptionError(
         'decision',
         decision,
         'a decision decide returns (pull worth-it, or recompute for another reason)',
       );
+    const fault = decision.calibrationFault;
+    if (fault !== undefined && !(isObject(fault) && calibrationClockRefusals.includes(fault.refusal)))
+      throw new RouterOptionError(
+        'decision.calibrationFault',
+        fault,
+        `absent, or a fault whose refusal is one of ${calibrationClockRefusals.join(', ')}`,
+      );
     this.#decisions.inc({ action: decision.action, reason: decision.reason });
+    if (fault !== undefined) this.#calibrationClockRefusals.inc({ refusal: fault.refusal });
   }
 
   /** The metrics in Prometheus' text format. */
