@@ -42,6 +42,30 @@ describe('fragmentsOf', () => {
     );
   });
 
+  it('reads only the context comments outside code blocks: one inside a fence is an example, not a context', () => {
+    const markdown = [
+      'State the context of a fragment so:',
+      '````md',
+      '<!-- fragment-context: declare const shown: number; -->',
+      '```ts fragment',
+      'shown;',
+      '```',
+      '````',
+      '<!-- fragment-context: declare const real: number; -->',
+      '```ts fragment',
+      'real;',
+      '```',
+    ].join('\n');
+    expect(fragmentsOf('R.md', markdown)).toEqual([
+      {
+        path: 'R.md',
+        lines: [9],
+        language: 'ts',
+        code: '// R.md:8 (fragment-context)\ndeclare const real: number;\n// R.md:9\nreal;\nexport {};\n',
+      },
+    ]);
+  });
+
   it('refuses a ts fragment without a context on the line before it, naming the file and its line', () => {
     const markdown = ['<!-- fragment-context: declare const a: number; -->', '', '```ts fragment', 'a;', '```'].join(
       '\n',

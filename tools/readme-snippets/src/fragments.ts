@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { MissingFragmentContextError, StrayFragmentContextError } from './errors.js';
-import { codeBlocks, documentPaths, type Program } from './snippets.js';
+import { type CodeBlock, codeBlocks, documentPaths, type Program } from './snippets.js';
 
 const contextOpening = /^\s{0,3}<!--\s*fragment-context:/;
 const contextClosing = /-->\s*$/;
@@ -12,12 +12,14 @@ const typeScript = new Set(['ts', 'typescript']);
  * an excerpt: the names it uses but does not declare are stated in an HTML comment that ends on the
  * line right before its fence, which a reader of the rendered page does not see:
  * `<!-- fragment-context: import type { Registry } from '@kvreuse/registry'; declare const registry: Registry; -->`
- * (it may span lines). Each module is that context, then the fragment.
+ * (it may span lines; one inside a code block is an example of it, not a context). Each module is that
+ * context, then the fragment.
  */
 export function fragmentsOf(path: string, markdown: string): Program[] {
-  const contexts = fragmentContexts(path, markdown.split('\n'));
+  const blocks = codeBlocks(path, markdown);
+  const contexts = fragmentContexts(path, markdown.split('\n'), blocks);
   const fragments: Program[] = [];
-  for (const block of codeBlocks(path, markdown)) {
+  for (const block of blocks) {
     if (!typeScript.has(block.language) || !block.meta.split(/\s+/).includes('fragment')) continue;
     const context = contexts.get(block.line);
     if (context === undefined) throw new MissingFragmentContextError(path, block.line);
@@ -36,11 +38,19 @@ interface FragmentContext {
   readonly code: string;
 }
 
-/** Every fragment-context comment of the file, by the line right after it (where its fragment's fence must be). */
-function fragmentContexts(path: string, lines: readonly string[]): Map<number, FragmentContext> {
+/**
+ * Every fragment-context comment of the file outside its code blocks `blocks`, by the line right after
+ * it (where its fragment's fence must be).
+ */
+function fragmentContexts(
+  path: string,
+  lines: readonly string[],
+  blocks: readonly CodeBlock[],
+): Map<number, FragmentContext> {
+  const fenced = (line: number): boolean => blocks.some((block) => block.line <= line && line <= block.closingLine);
   const contexts = new Map<number, FragmentContext>();
   for (let index = 0; index < lines.length; index++) {
-    if (!contextOpening.test(lines[index]!)) continue;
+    if (!contextOpening.test(lines[index]!) || fenced(index + 1)) continue;
     const end = lines.findIndex((text, at) => at >= index && text.includes('-->'));
     if (end === -1 || !contextClosing.test(lines[end]!)) throw new StrayFragmentContextError(path, index + 1);
     const text = lines.slice(index, end + 1).join('\n');

@@ -3,7 +3,7 @@ import { NothingToContinueError, UnclosedFenceError } from './errors.js';
 import { codeBlocks, programsOf } from './snippets.js';
 
 describe('codeBlocks', () => {
-  it('gives each fenced block with its language and the line of its opening fence', () => {
+  it('gives each fenced block with its language and the lines of its opening and closing fences', () => {
     const markdown = [
       '# title',
       '',
@@ -19,16 +19,16 @@ describe('codeBlocks', () => {
       '```',
     ].join('\n');
     expect(codeBlocks('README.md', markdown)).toEqual([
-      { path: 'README.md', line: 3, language: 'ts', meta: '', code: 'const a = 1;\n' },
-      { path: 'README.md', line: 7, language: 'sh', meta: '', code: 'npm install x\n' },
-      { path: 'README.md', line: 10, language: '', meta: '', code: 'plain\n' },
+      { path: 'README.md', line: 3, closingLine: 5, language: 'ts', meta: '', code: 'const a = 1;\n' },
+      { path: 'README.md', line: 7, closingLine: 9, language: 'sh', meta: '', code: 'npm install x\n' },
+      { path: 'README.md', line: 10, closingLine: 12, language: '', meta: '', code: 'plain\n' },
     ]);
   });
 
   it('reads a longer fence as one block, shorter fences inside it included, and strips the fence indent', () => {
     const markdown = ['- item', '  ````js title', '  const s = `', '  ```', '  `;', '  ````'].join('\n');
     expect(codeBlocks('a.md', markdown)).toEqual([
-      { path: 'a.md', line: 2, language: 'js', meta: 'title', code: 'const s = `\n```\n`;\n' },
+      { path: 'a.md', line: 2, closingLine: 6, language: 'js', meta: 'title', code: 'const s = `\n```\n`;\n' },
     ]);
   });
 

@@ -8,6 +8,8 @@ export interface CodeBlock {
   readonly path: string;
   /** The line of its opening fence, from 1. */
   readonly line: number;
+  /** The line of its closing fence. */
+  readonly closingLine: number;
   /** The fence's info string up to the first space (`ts`, `sh`, `` for none). */
   readonly language: string;
   /** The rest of the info string (`continues` in ```` ```ts continues ````). */
@@ -48,7 +50,7 @@ export function codeBlocks(path: string, markdown: string): CodeBlock[] {
     const end = lines.findIndex((text, at) => at > index && closing.test(text));
     if (end === -1) throw new UnclosedFenceError(path, index + 1);
     const body = lines.slice(index + 1, end).map((text) => text.replace(new RegExp(`^ {0,${indent.length}}`), ''));
-    blocks.push({ path, line: index + 1, language, meta, code: body.join('\n') + '\n' });
+    blocks.push({ path, line: index + 1, closingLine: end + 1, language, meta, code: body.join('\n') + '\n' });
     index = end;
   }
   return blocks;
