@@ -26,7 +26,7 @@ describe('fragmentsOf', () => {
     ]);
   });
 
-  it('reads a context that spans lines', () => {
+  it('reads a context that spans lines, each on its line of the module', () => {
     const markdown = [
       '<!-- fragment-context:',
       "import type { Agent } from '@kvreuse/native-bindings';",
@@ -37,7 +37,7 @@ describe('fragmentsOf', () => {
       '```',
     ].join('\n');
     expect(fragmentsOf('R.md', markdown)[0]?.code).toBe(
-      "// R.md:1 (fragment-context)\nimport type { Agent } from '@kvreuse/native-bindings';\ndeclare const agent: Agent;\n" +
+      "// R.md:1 (fragment-context)\n\nimport type { Agent } from '@kvreuse/native-bindings';\ndeclare const agent: Agent;\n" +
         '// R.md:5\nawait agent.close();\nexport {};\n',
     );
   });

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { blockHeading, contextHeading } from './document-lines.js';
 import { MissingFragmentContextError, StrayFragmentContextError } from './errors.js';
 import { type CodeBlock, codeBlocks, documentPaths, type Program } from './snippets.js';
 
@@ -13,7 +14,7 @@ const typeScript = new Set(['ts', 'typescript']);
  * line right before its fence, which a reader of the rendered page does not see:
  * `<!-- fragment-context: import type { Registry } from '@kvreuse/registry'; declare const registry: Registry; -->`
  * (it may span lines; one inside a code block is an example of it, not a context). Each module is that
- * context, then the fragment.
+ * context, on the lines it spans, then the fragment.
  */
 export function fragmentsOf(path: string, markdown: string): Program[] {
   const blocks = codeBlocks(path, markdown);
@@ -24,7 +25,7 @@ export function fragmentsOf(path: string, markdown: string): Program[] {
     const context = contexts.get(block.line);
     if (context === undefined) throw new MissingFragmentContextError(path, block.line);
     contexts.delete(block.line);
-    const code = `// ${path}:${context.line} (fragment-context)\n${context.code}\n// ${path}:${block.line}\n${block.code}export {};\n`;
+    const code = `${contextHeading(path, context.line)}\n${context.code}\n${blockHeading(path, block.line)}\n${block.code}export {};\n`;
     fragments.push({ path, lines: [block.line], language: block.language, code });
   }
   const stray = contexts.values().next();
@@ -35,6 +36,7 @@ export function fragmentsOf(path: string, markdown: string): Program[] {
 interface FragmentContext {
   /** The line its comment opens on, from 1. */
   readonly line: number;
+  /** What the comment holds, from that line on: a line of it is a line of the document. */
   readonly code: string;
 }
 
@@ -54,7 +56,11 @@ function fragmentContexts(
     const end = lines.findIndex((text, at) => at >= index && text.includes('-->'));
     if (end === -1 || !contextClosing.test(lines[end]!)) throw new StrayFragmentContextError(path, index + 1);
     const text = lines.slice(index, end + 1).join('\n');
-    const code = text.replace(contextOpening, '').replace(contextClosing, '').trim();
+    const code = text
+      .replace(contextOpening, '')
+      .replace(contextClosing, '')
+      .replace(/^[ \t]+/, '')
+      .trimEnd();
     contexts.set(end + 2, { line: index + 1, code });
     index = end;
   }

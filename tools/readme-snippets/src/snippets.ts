@@ -1,5 +1,6 @@
 import { readdirSync, readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
+import { blockHeading } from './document-lines.js';
 import { NothingToContinueError, UnclosedFenceError } from './errors.js';
 
 /** One fenced code block of a Markdown file. */
@@ -84,7 +85,7 @@ export function programsOf(path: string, markdown: string, earlier?: Program): P
   const runnable = (block: CodeBlock): boolean =>
     runnableLanguages.has(block.language) && !block.meta.split(/\s+/).includes('fragment');
   for (const block of codeBlocks(path, markdown).filter(runnable)) {
-    const code = `// ${path}:${block.line}\n${block.code}`;
+    const code = `${blockHeading(path, block.line)}\n${block.code}`;
     const continued = programs.at(-1) ?? (earlier === undefined ? undefined : { ...earlier, path });
     if (!block.meta.split(/\s+/).includes('continues'))
       programs.push({ path, lines: [block.line], language: block.language, code });

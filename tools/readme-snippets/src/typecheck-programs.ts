@@ -15,9 +15,9 @@ const programs = [...runnablePrograms(root), ...documentFragments(root)].filter(
   (program) => program.language === 'ts' || program.language === 'typescript',
 );
 const errors = typeErrorsOf(programs, checkDir);
-for (const { file, line, message } of errors) console.error(`${file}:${line}: ${message}`);
+for (const { path, line, message } of errors) console.error(`${path}:${line}: ${message}`);
 if (errors.length > 0)
   console.error(
-    `readme-snippets: ${programs.length} README programs and fragments type-checked in ${checkDir}; fix the document lines named in the comments above each error`,
+    `readme-snippets: ${programs.length} README programs and fragments type-checked in ${checkDir}; fix the document lines named above`,
   );
 process.exitCode = errors.length > 0 ? 1 : 0;

@@ -1,10 +1,11 @@
 // Type-checks a small page's fragment against the built @kvreuse/endpoint, as the `typecheck` script
 // type-checks the real documents' fragments.
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { basename, join } from 'node:path';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { fragmentsOf } from './fragments.js';
+import { programsOf } from './snippets.js';
 import { typeErrorsOf } from './typecheck.js';
 
 const scratchDir = fileURLToPath(new URL('../.snippets', import.meta.url));
@@ -33,14 +34,36 @@ describe('typeErrorsOf, on a fragment with its context', () => {
     expect(typeErrorsOf(fragmentsOf('docs/packages/x.md', page('commit')), dir)).toEqual([]);
   });
 
-  it('names the fragment that uses a method the API does not have', () => {
-    const errors = typeErrorsOf(fragmentsOf('docs/packages/x.md', page('comit')), dir);
-    expect(errors.map(({ file, line, message }) => ({ file: basename(file), line, message }))).toEqual([
+  it('names the document line of a fragment that uses a method the API does not have', () => {
+    expect(typeErrorsOf(fragmentsOf('docs/packages/x.md', page('comit')), dir)).toEqual([
       {
-        file: 'docs-packages-x.md-4.ts',
-        line: 4,
+        path: 'docs/packages/x.md',
+        line: 5,
         message: "Property 'comit' does not exist on type 'BlockPool'. Did you mean 'commit'?",
       },
+    ]);
+  });
+
+  it('names the document line of an error in a context that spans lines', () => {
+    const markdown = [
+      '<!-- fragment-context:',
+      "import type { BlockPool } from '@kvreuse/endpoint';",
+      'declare const pool: BlockPol;',
+      '-->',
+      '```ts fragment',
+      'pool;',
+      '```',
+    ].join('\n');
+    expect(typeErrorsOf(fragmentsOf('docs/packages/x.md', markdown), dir)).toEqual([
+      { path: 'docs/packages/x.md', line: 3, message: "Cannot find name 'BlockPol'. Did you mean 'BlockPool'?" },
+    ]);
+  });
+
+  it('names the document and line of the block an error is in, in a program a page continues from its README', () => {
+    const readme = programsOf('packages/x/README.md', ['```ts', 'const blocks = 1;', '```'].join('\n'));
+    const page = ['Then:', '', '```ts continues', 'const name: string = blocks;', '```'].join('\n');
+    expect(typeErrorsOf(programsOf('docs/packages/x.md', page, readme.at(-1)), dir)).toEqual([
+      { path: 'docs/packages/x.md', line: 4, message: "Type 'number' is not assignable to type 'string'." },
     ]);
   });
 });

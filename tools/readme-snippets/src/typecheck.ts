@@ -2,14 +2,16 @@ import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
+import { type DocumentLine, documentLineOf } from './document-lines.js';
 import type { Program } from './snippets.js';
 
 const baseConfig = fileURLToPath(new URL('../../../tsconfig.base.json', import.meta.url));
 
-/** One type error of a checked program: the file written for it, the line in that file, the message. */
-export interface TypeDiagnostic {
-  readonly file: string;
-  readonly line: number;
+/**
+ * One type error: the document line of the program that it is in (or, for one outside every program,
+ * the file the compiler read and its line; '' and 0 for one of no file), and the message.
+ */
+export interface TypeDiagnostic extends DocumentLine {
   readonly message: string;
 }
 
@@ -17,8 +19,8 @@ export interface TypeDiagnostic {
  * Type-checks each program as a module of its own of a TypeScript user's project: written to a file
  * of `dir` (emptied first; inside this package, so that `@kvreuse/…` imports resolve as a user's
  * would), the packages resolved by their names to the types they publish (they must be built), the
- * repository's strict compiler options. Each file opens with the document and line its program starts
- * at, so an error names where to fix it.
+ * repository's strict compiler options. An error is named by the document line its program was
+ * written from, where it is fixed.
  */
 export function typeErrorsOf(programs: readonly Program[], dir: string): TypeDiagnostic[] {
   rmSync(dir, { recursive: true, force: true });
@@ -31,8 +33,9 @@ export function typeErrorsOf(programs: readonly Program[], dir: string): TypeDia
   const checked = ts.createProgram(config.fileNames, config.options);
   return [...config.errors, ...ts.getPreEmitDiagnostics(checked)].map((diagnostic) => {
     const message = ts.flattenDiagnosticMessageText(diagnostic.messageText, '\n');
-    if (diagnostic.file === undefined || diagnostic.start === undefined) return { file: '', line: 0, message };
-    const { line } = diagnostic.file.getLineAndCharacterOfPosition(diagnostic.start);
-    return { file: diagnostic.file.fileName, line: line + 1, message };
+    if (diagnostic.file === undefined || diagnostic.start === undefined) return { path: '', line: 0, message };
+    const line = diagnostic.file.getLineAndCharacterOfPosition(diagnostic.start).line + 1;
+    const written = documentLineOf(diagnostic.file.text, line) ?? { path: diagnostic.file.fileName, line };
+    return { ...written, message };
   });
 }
