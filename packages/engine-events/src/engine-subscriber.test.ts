@@ -530,6 +530,33 @@ describe('subscribeEngineRanks', () => {
       vi.restoreAllMocks();
     }
   });
+
+  it('refuses more than 1024 ranks, naming the count and the bound, before it connects', () => {
+    // A connect that throws: a rank reached says so at once (the subscriber closes its socket).
+    const connect = vi.spyOn(Subscriber.prototype, 'connect').mockImplementation(() => {
+      throw new Error('connect reached');
+    });
+    try {
+      const feed = new EngineInventoryFeed({ inventory: new RetainedInventory(), scheme });
+      const options = { engine: 'engine-f', endpoint: 'inproc://engine-f', feed };
+      expect(() => subscribeEngineRanks({ ...options, ranks: 1025 })).toThrow(
+        expect.objectContaining({
+          code: 'ENGINE_EVENTS_INVALID_INPUT',
+          argument: 'options.ranks',
+          value: 1025,
+          message: 'engine events: options.ranks = 1025 is refused: a number of ranks is a whole number from 1 to 1024',
+        }),
+      );
+      expect(connect).not.toHaveBeenCalled();
+      // 1024 ranks pass the check and go on to connect rank 0.
+      expect(() => subscribeEngineRanks({ ...options, ranks: 1024 })).toThrow(
+        expect.objectContaining({ argument: 'options.endpoint' }),
+      );
+      expect(connect).toHaveBeenCalledTimes(1);
+    } finally {
+      vi.restoreAllMocks();
+    }
+  });
 });
 
 describe('EngineEventSubscriber given options of another type', () => {

@@ -359,9 +359,15 @@ export type EngineRanksOptions = Omit<EngineSubscriberOptions, 'workerId' | 'end
   readonly endpoint: string;
   /** Rank 0's replay endpoint, when the engine has them. */
   readonly replayEndpoint?: string;
-  /** How many data-parallel ranks the engine runs (one publisher each; default 1). */
+  /** How many data-parallel ranks the engine runs (one publisher each; default 1, at most 1024). */
   readonly ranks?: number;
 };
+
+/**
+ * The most data-parallel ranks `subscribeEngineRanks` follows: each is a publisher with a subscriber and
+ * sockets of its own, and a count past any engine's parallel degree is a mistake, not a deployment.
+ */
+const maxEngineRanks = 1024;
 
 /** One subscriber per data-parallel rank of an engine. */
 export function subscribeEngineRanks(options: EngineRanksOptions): EngineEventSubscriber[] {
@@ -370,8 +376,12 @@ export function subscribeEngineRanks(options: EngineRanksOptions): EngineEventSu
   const { engine, endpoint, replayEndpoint, ranks = 1, ...common } = options;
   if (typeof engine !== 'string' || engine.length === 0)
     throw new EngineEventsInputError('options.engine', engine, "an engine's name is a non-empty string");
-  if (!Number.isSafeInteger(ranks) || ranks < 1)
-    throw new EngineEventsInputError('options.ranks', ranks, 'a number of ranks is a whole number ≥ 1');
+  if (!Number.isSafeInteger(ranks) || ranks < 1 || ranks > maxEngineRanks)
+    throw new EngineEventsInputError(
+      'options.ranks',
+      ranks,
+      `a number of ranks is a whole number from 1 to ${maxEngineRanks}`,
+    );
   // Every rank's endpoints first: a refused one opens nothing.
   const endpoints = Array.from({ length: ranks }, (_, rank) => ({
     endpoint: rankEndpoint(endpoint, rank),
