@@ -121,6 +121,37 @@ describe('EngineBatchDecoder on recorded streams', () => {
     ]);
   });
 
+  it('names the element of a refused hash, and the parent hash, with the reason', async () => {
+    const { Encoder } = await import('@msgpack/msgpack');
+    const encoder = new Encoder();
+    const stored = (fields: Record<string, unknown>) => ({
+      type: 'BlockStored',
+      block_hashes: [1, 2],
+      parent_block_hash: null,
+      token_ids: [1, 2],
+      block_size: 1,
+      ...fields,
+    });
+    for (const [event, path, reason] of [
+      [stored({ block_hashes: [1, 2, 1.5] }), 'events[0].block_hashes[2]', 'a hash is an integer or bytes, not 1.5'],
+      [stored({ block_hashes: [1, 'x'] }), 'events[0].block_hashes[1]', 'a hash is an integer or bytes, not string'],
+      [
+        stored({ block_hashes: [1, new Uint8Array(5)] }),
+        'events[0].block_hashes[1]',
+        'a hash digest is 32 or 16 bytes, not 5',
+      ],
+      [stored({ parent_block_hash: 2.5 }), 'events[0].parent_block_hash', 'a hash is an integer or bytes, not 2.5'],
+      [
+        { type: 'BlockRemoved', block_hashes: [7, 8, true] },
+        'events[0].block_hashes[2]',
+        'a hash is an integer or bytes, not boolean',
+      ],
+    ] as const) {
+      const result = decoder.decode(encoder.encode({ ts: 1.5, events: [event] }));
+      expect(result).toEqual({ ok: false, error: expect.objectContaining({ path, reason }) });
+    }
+  });
+
   it('reports a payload that is not bytes as malformed instead of throwing', () => {
     for (const [payload, shown] of [
       [undefined, 'undefined'],

@@ -22,25 +22,23 @@ function fieldsOf(value: unknown): Fields {
   return (name) => (Object.hasOwn(record, name) ? record[name] : undefined);
 }
 
-function hashOf(value: unknown, path: string): EngineBlockHash {
-  if (typeof value === 'bigint') {
-    if (value < minInt64 || value > maxUint64) fail(path, 'a hash integer is a signed or unsigned 64-bit integer');
-    return value;
-  }
-  if (typeof value === 'number') {
-    if (!Number.isSafeInteger(value)) return fail(path, `a hash is an integer or bytes, not ${value}`);
-    return BigInt(value);
-  }
-  if (value instanceof Uint8Array) {
-    if (!digestLengths.has(value.length)) fail(path, `a hash digest is 32 or 16 bytes, not ${value.length}`);
-    return value;
-  }
-  return fail(path, `a hash is an integer or bytes, not ${typeof value}`);
+/** A hash at `path`, or at element `element` of the array at `path` (put into words only when refused). */
+function hashOf(value: unknown, path: string, element?: number): EngineBlockHash {
+  if (typeof value === 'bigint' && value >= minInt64 && value <= maxUint64) return value;
+  if (Number.isSafeInteger(value)) return BigInt(value as number);
+  if (value instanceof Uint8Array && digestLengths.has(value.length)) return value;
+  return fail(element === undefined ? path : `${path}[${element}]`, hashRefusal(value));
+}
+
+function hashRefusal(value: unknown): string {
+  if (typeof value === 'bigint') return 'a hash integer is a signed or unsigned 64-bit integer';
+  if (value instanceof Uint8Array) return `a hash digest is 32 or 16 bytes, not ${value.length}`;
+  return `a hash is an integer or bytes, not ${typeof value === 'number' ? value : typeof value}`;
 }
 
 function hashesOf(value: unknown, path: string): EngineBlockHash[] {
   if (!Array.isArray(value)) return fail(path, 'block hashes are an array');
-  return value.map((hash, i) => hashOf(hash, `${path}[${i}]`));
+  return value.map((hash, i) => hashOf(hash, path, i));
 }
 
 function optional<T>(value: unknown, path: string, check: (value: unknown) => value is T, what: string): T | null {
