@@ -451,7 +451,7 @@ export function readBatch(reader: Reader, payload: Uint8Array): EngineEventBatch
       }
       rank ??= sglangRank;
     }
-    if (ts === undefined || !Number.isFinite(ts) || read === undefined || reader.pos !== payload.length)
+    if (ts === undefined || !Number.isFinite(ts) || ts < 0 || read === undefined || reader.pos !== payload.length)
       return undefined;
     return { ts, events: read.events, dataParallelRank: rank, unknownEventTypes: read.unknownEventTypes };
   } catch (error) {

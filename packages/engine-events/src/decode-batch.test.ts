@@ -152,6 +152,23 @@ describe('EngineBatchDecoder on recorded streams', () => {
     }
   });
 
+  it('reports a batch whose ts is negative or not finite as malformed at ts', async () => {
+    const { Encoder } = await import('@msgpack/msgpack');
+    const encoder = new Encoder();
+    const events = [{ type: 'BlockRemoved', block_hashes: [7], medium: 'GPU' }];
+    for (const ts of [-1.5, -1, -1_750_000_000.25, Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY])
+      for (const payload of [encoder.encode({ ts, events }), encoder.encode([ts, events, 0])])
+        expect(decoder.decode(payload), `ts ${ts}`).toEqual({
+          ok: false,
+          error: expect.objectContaining({
+            code: 'ENGINE_EVENTS_MALFORMED',
+            path: 'ts',
+            reason: 'ts is seconds since the Unix epoch, a finite number ≥ 0',
+          }),
+        });
+    expect(decoder.decode(encoder.encode({ ts: 0, events }))).toMatchObject({ ok: true, batch: { ts: 0 } });
+  });
+
   it('reports a payload that is not bytes as malformed instead of throwing', () => {
     for (const [payload, shown] of [
       [undefined, 'undefined'],

@@ -129,7 +129,8 @@ function batchOf(value: unknown): EngineEventBatch {
   const [ts, events, rank] = Array.isArray(value)
     ? value
     : [record['ts'], record['events'], record['data_parallel_rank'] ?? record['attn_dp_rank']];
-  if (typeof ts !== 'number' || !Number.isFinite(ts)) fail('ts', 'ts is seconds since the Unix epoch');
+  if (typeof ts !== 'number' || !Number.isFinite(ts) || ts < 0)
+    fail('ts', 'ts is seconds since the Unix epoch, a finite number ≥ 0');
   if (!Array.isArray(events)) return fail('events', 'events are an array');
   const decoded: EngineEvent[] = [];
   const unknownEventTypes: string[] = [];
