@@ -1,6 +1,6 @@
 import type { Clock } from './clock.js';
 import { InvalidDrainOptionError } from './errors.js';
-import { checkClock, checkFunction } from './options.js';
+import { checkClock, checkClockTime, checkFunction } from './options.js';
 
 /** A scheduled deadline; `cancel()` is idempotent. */
 export interface Deadline {
@@ -82,8 +82,7 @@ export class DeadlineScheduler {
   schedule(at: number, fire: () => void): Deadline;
   schedule(at: number, fire: (subject: unknown) => void, subject?: unknown): Deadline {
     // An infinite time would keep a timer re-armed for ever, never firing.
-    if (!Number.isFinite(at))
-      throw new InvalidDrainOptionError('at', at, 'must be a finite clock time in milliseconds');
+    checkClockTime('at', at);
     checkFunction('fire', fire);
     const entry = new Entry(this.#book, at, this.#sequence++, fire, subject, this.#book.epoch);
     this.#push(entry);

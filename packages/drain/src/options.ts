@@ -21,6 +21,12 @@ export function checkNonEmptyString(option: string, value: unknown): void {
     throw new InvalidDrainOptionError(option, value, 'must be a non-empty string');
 }
 
+/** A time on a drain clock, in milliseconds: a finite number. */
+export function checkClockTime(option: string, value: unknown): void {
+  if (!Number.isFinite(value))
+    throw new InvalidDrainOptionError(option, value, 'must be a finite clock time in milliseconds');
+}
+
 /** An optional clock: `now`, `setTimer` and `clearTimer` functions. */
 export function checkClock(option: string, clock: Clock | undefined): void {
   if (clock === undefined) return;
