@@ -168,6 +168,35 @@ describe('OperationLedger on the loopback backend', () => {
     expect(w.ledger.counts()).toMatchObject({ live: 0, completed: 1, cancelled: 0 });
   });
 
+  it('settle refuses times that are not finite, a quarantine before the cancel and an empty reason, cancelling nothing', async () => {
+    const { world: w, clock } = await world();
+    w.reader.faults.delayCompletions('forever');
+    const operation = w.ledger.post(w.request([w.banks[1]!]), { ticket: w.ticket(), banks: [w.banks[1]!] });
+    const now = clock.now();
+    for (const [cancelAt, quarantineAt, reason, option, value] of [
+      [Number.NaN, now, 'drain', 'cancelAt', Number.NaN],
+      [Number.NEGATIVE_INFINITY, now, 'drain', 'cancelAt', Number.NEGATIVE_INFINITY],
+      ['0', now, 'drain', 'cancelAt', '0'],
+      [now, Number.NaN, 'drain', 'quarantineAt', Number.NaN],
+      [now, Number.POSITIVE_INFINITY, 'drain', 'quarantineAt', Number.POSITIVE_INFINITY],
+      [now, now - 1, 'drain', 'quarantineAt', now - 1],
+      [now, now, '', 'reason', ''],
+      [now, now, undefined, 'reason', undefined],
+      [now, now, 5, 'reason', 5],
+    ] as const) {
+      await expect(w.ledger.settle(cancelAt as never, quarantineAt as never, reason as never)).rejects.toThrow(
+        expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option, value }),
+      );
+      expect(operation.phase).toBe('in-flight');
+    }
+    await expect(w.ledger.settle(now, now - 1, 'drain')).rejects.toThrow(
+      'quarantineAt = -1 is refused: must not be before cancelAt (0): operations are cancelled before they are quarantined',
+    );
+    expect(w.ledger.counts()).toMatchObject({ live: 1, cancelled: 0, timedOut: 0, quarantined: 0 });
+    w.reader.faults.clear();
+    expect(await operation.outcome).toEqual({ ok: true, bytesDone: 4096 });
+  });
+
   it('a cancelled operation the native layer never confirms is quarantined at its abandon deadline, its bank retained', async () => {
     const { world: w, clock } = await world();
     w.reader.faults.delayCompletions('forever');

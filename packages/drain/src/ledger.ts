@@ -13,7 +13,14 @@ import {
   OperationTimedOutError,
 } from './errors.js';
 import { Listeners } from './listeners.js';
-import { checkBankList, checkClock, checkFunction, checkNonEmptyString, checkOptionsObject } from './options.js';
+import {
+  checkBankList,
+  checkClock,
+  checkClockTime,
+  checkFunction,
+  checkNonEmptyString,
+  checkOptionsObject,
+} from './options.js';
 import { PeerBook, type PeerTicket } from './peer-book.js';
 import { Settlement } from './settlement.js';
 
@@ -466,9 +473,12 @@ export class OperationLedger<
   /**
    * Waits until every operation is quiescent or quarantined. At `cancelAt` (clock time) the operations
    * still live are cancelled (their requests fail); those the native layer has not confirmed terminal
-   * by `quarantineAt` are quarantined with `reason`.
+   * by `quarantineAt` are quarantined with `reason`. Times that are not finite, a `quarantineAt` before
+   * `cancelAt` and a `reason` that is not a non-empty string are refused (`InvalidDrainOptionError`),
+   * nothing cancelled.
    */
   async settle(cancelAt: number, quarantineAt: number, reason: string): Promise<void> {
+    checkSettle(cancelAt, quarantineAt, reason);
     await this.#idleOr(cancelAt);
     for (const entry of [...this.#live]) if (entry.phase !== 'quarantined') this.#cancel(entry, reason);
     await this.#idleOr(quarantineAt);
@@ -657,6 +667,18 @@ export class OperationLedger<
     this.#idleWaiters.clear();
     for (const waiter of waiters) waiter();
   }
+}
+
+function checkSettle(cancelAt: number, quarantineAt: number, reason: string): void {
+  checkClockTime('cancelAt', cancelAt);
+  checkClockTime('quarantineAt', quarantineAt);
+  if (quarantineAt < cancelAt)
+    throw new InvalidDrainOptionError(
+      'quarantineAt',
+      quarantineAt,
+      `must not be before cancelAt (${cancelAt}): operations are cancelled before they are quarantined`,
+    );
+  checkNonEmptyString('reason', reason);
 }
 
 function checkPost(request: LedgerPostRequest, options: PostOptions): void {
