@@ -52,11 +52,8 @@ export class PeerBook {
    * health reset to healthy. A different incarnation under the same name fences every earlier ticket.
    */
   track(name: string, incarnation: string, peer: TrackedPeer): PeerTicket {
-    if (typeof name !== 'string' || name === '')
-      throw new InvalidDrainOptionError('peer name', name, 'must be a non-empty string');
-    if (typeof incarnation !== 'string' || incarnation === '') {
-      throw new InvalidDrainOptionError(`incarnation of peer ${name}`, incarnation, 'must be a non-empty string');
-    }
+    checkNonEmptyString('peer name', name);
+    checkNonEmptyString(`incarnation of peer ${name}`, incarnation);
     checkOptionsObject(`peer ${name}`, peer);
     if (typeof peer.generation !== 'bigint')
       throw new InvalidDrainOptionError(`peer ${name}.generation`, peer.generation, 'must be a bigint (a native Peer)');
