@@ -92,11 +92,17 @@ export function checkListener(backend: DiscoveryBackend, listener: unknown): Wat
   return listener as WatchListener;
 }
 
-/** An optional whole-number option ≥ 1, or its default. */
-export function wholeOption(backend: DiscoveryBackend, name: string, value: unknown, fallback: number): number {
+/** An optional whole-number option ≥ `minimum` (default 1), or its default. */
+export function wholeOption(
+  backend: DiscoveryBackend,
+  name: string,
+  value: unknown,
+  fallback: number,
+  minimum = 1,
+): number {
   if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1) {
-    throw new DiscoveryArgumentError(backend, name, value, `${name} is a whole number ≥ 1`);
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < minimum) {
+    throw new DiscoveryArgumentError(backend, name, value, `${name} is a whole number ≥ ${minimum}`);
   }
   return value;
 }

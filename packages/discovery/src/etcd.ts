@@ -49,7 +49,10 @@ import type {
 export interface EtcdDiscoveryOptions {
   /** etcd client URLs, e.g. `http://127.0.0.1:2379`. */
   readonly hosts: string | readonly string[];
-  /** Deadline of one request, and of etcd's confirmation of a new watch stream (default 5,000 ms). */
+  /**
+   * Deadline of one request, and of etcd's confirmation of a new watch stream (default 5,000 ms, at least
+   * 100 ms). A watch asks etcd for its progress this often and counts two requests unanswered as an outage.
+   */
   readonly requestTimeoutMs?: number;
   /** Longest wait between two attempts to re-establish a lost watch (default 2,000 ms). */
   readonly maxReconnectDelayMs?: number;
@@ -62,6 +65,16 @@ export interface EtcdDiscoveryOptions {
 }
 
 const backend = 'etcd';
+
+/** How long gRPC waits before its first reconnection to an endpoint. */
+const initialReconnectBackoffMs = 100;
+
+/**
+ * The shortest `requestTimeoutMs`: the first reconnect back-off. A shorter deadline fails requests that one
+ * reconnection delays, and a watch that asks for progress this often counts a loaded etcd's late answers as
+ * an outage.
+ */
+const minRequestTimeoutMs = initialReconnectBackoffMs;
 
 const toEntry = (kv: IKeyValue): DiscoveryEntry => ({
   key: kv.key.toString('utf8'),
@@ -105,7 +118,13 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
 
   constructor(options: EtcdDiscoveryOptions) {
     checkStoreOptions(backend, options);
-    this.requestTimeoutMs = wholeOption(backend, 'requestTimeoutMs', options.requestTimeoutMs, 5_000);
+    this.requestTimeoutMs = wholeOption(
+      backend,
+      'requestTimeoutMs',
+      options.requestTimeoutMs,
+      5_000,
+      minRequestTimeoutMs,
+    );
     this.maxReconnectDelayMs = wholeOption(backend, 'maxReconnectDelayMs', options.maxReconnectDelayMs, 2_000);
     this.commitAttempts = wholeOption(backend, 'commitAttempts', options.commitAttempts, 16);
     const hosts = typeof options.hosts === 'string' ? [options.hosts] : options.hosts;
@@ -130,7 +149,10 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
     this.refusals = new EtcdRefusals(hosts, user?.username);
     this.#client = new (etcd3().Etcd3)({
       hosts: [...hosts],
-      grpcOptions: { 'grpc.initial_reconnect_backoff_ms': 100, 'grpc.max_reconnect_backoff_ms': 1_000 },
+      grpcOptions: {
+        'grpc.initial_reconnect_backoff_ms': initialReconnectBackoffMs,
+        'grpc.max_reconnect_backoff_ms': 1_000,
+      },
       faultHandling: { host: () => noRetries(), global: noRetries() },
       ...(options.tls === undefined ? {} : { credentials: tlsCredentials(options.tls, hosts) }),
       ...(user === undefined

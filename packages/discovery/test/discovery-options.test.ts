@@ -31,6 +31,20 @@ test('store options out of range are refused, naming the option and value', () =
   );
 });
 
+test('an etcd request deadline under 100 ms, which would make a loaded etcd look like an outage, is refused', async () => {
+  expect(() => connectEtcdDiscovery({ hosts: 'http://127.0.0.1:2379', requestTimeoutMs: 99 })).toThrow(
+    expect.objectContaining({
+      code: 'DISCOVERY_INVALID_ARGUMENT',
+      backend: 'etcd',
+      argument: 'requestTimeoutMs',
+      value: 99,
+      message: 'etcd discovery: requestTimeoutMs = 99 is refused: requestTimeoutMs is a whole number ≥ 100',
+    }),
+  );
+  // The shortest deadline is taken; making the store connects to nothing yet.
+  await connectEtcdDiscovery({ hosts: 'http://127.0.0.1:2379', requestTimeoutMs: 100 }).close();
+});
+
 test('store options that are no object, or a clock that is no function, are refused when the store is made', () => {
   const refused = (backend: string, argument: string, value: unknown) =>
     expect.objectContaining({ code: 'DISCOVERY_INVALID_ARGUMENT', backend, argument, value });
