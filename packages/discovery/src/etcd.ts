@@ -1,5 +1,5 @@
 import type { Etcd3, IDuplexStream, IKeyValue, IWatchRequest, IWatchResponse } from 'etcd3';
-import { redactCredentials } from '@kvreuse/errors';
+import { describeValue, redactCredentials } from '@kvreuse/errors';
 import {
   DiscoveryArgumentError,
   DiscoveryClosedError,
@@ -304,11 +304,10 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
       const refused = failedCompare(backend, compares, (key) => current.get(key) ?? 0);
       if (refused !== undefined) throw refused;
     }
-    throw new DiscoveryUnavailableError(
-      backend,
-      `commit (${this.commitAttempts} attempts lost to concurrent writers)`,
-      prefixes[0],
-    );
+    const attempts = this.commitAttempts === 1 ? 'its one attempt' : `each of its ${this.commitAttempts} attempts`;
+    throw new DiscoveryUnavailableError(backend, 'commit', undefined, {
+      why: `another writer changed what it deletes under prefix ${prefixes.map(describeValue).join(' or ')} during ${attempts}`,
+    });
   }
 
   /**

@@ -58,4 +58,43 @@ test.skipIf(!etcdRuns).each([
   },
 );
 
+test.skipIf(!etcdRuns)(
+  'a commit whose prefix another writer changes after every read fails naming it as a prefix, and writes nothing',
+  async () => {
+    const store = connectEtcdDiscovery({ hosts: etcd.server.url, commitAttempts: 2 });
+    const other = connectEtcdDiscovery({ hosts: etcd.server.url });
+    await store.put('/contended/old', '1');
+    // After each read of the prefix, before the commit's transaction, the other client writes under it.
+    const list = store.list.bind(store);
+    let writes = 0;
+    const spy = vi.spyOn(store, 'list').mockImplementation(async (prefix) => {
+      const snapshot = await list(prefix);
+      await other.put(`/contended/write-${++writes}`, 'between the read and the commit');
+      return snapshot;
+    });
+    try {
+      await expect(
+        store.commit([
+          { type: 'deletePrefix', prefix: '/contended/' },
+          { type: 'put', key: '/contended/new', value: '2' },
+        ]),
+      ).rejects.toMatchObject({
+        code: 'DISCOVERY_UNAVAILABLE',
+        key: undefined,
+        message:
+          'etcd discovery: commit failed: another writer changed what it deletes under prefix "/contended/" during each of its 2 attempts',
+      });
+      spy.mockRestore();
+      expect(writes).toBe(2);
+      expect((await store.list('/contended/')).entries.map((entry) => entry.key)).toEqual([
+        '/contended/old',
+        '/contended/write-1',
+        '/contended/write-2',
+      ]);
+    } finally {
+      await Promise.all([store.close(), other.close()]);
+    }
+  },
+);
+
 if (!etcdRuns) test.skip('etcd commit: etcd is not installed (in CI this fails instead)', () => {});
