@@ -5,6 +5,7 @@ import { afterAll, afterEach, expect, it, vi } from 'vitest';
 import { betterSqlite3 } from './drivers.js';
 import { DiscoveryFileError, DiscoveryUnavailableError } from './errors.js';
 import { openSqliteDiscovery, type SqliteDiscoveryStore } from './sqlite.js';
+import { olderStorePublishes } from '../test/fixtures/older-sqlite-store.js';
 
 // What another store or process does between two steps of an opening, forced by running it inside this
 // process's calls: right after this process created a database file, right after it looked at one that
@@ -130,6 +131,25 @@ it('closeRemovingCreatedFile keeps the file another store opened and closed agai
   await other.close();
   expect(await creator.closeRemovingCreatedFile()).toBe(false);
   expect(await valueAt(open(path), '/config/a')).toBe('kept');
+});
+
+it('closeRemovingCreatedFile keeps the file a store of an older version published to and closed, which made no claim', async () => {
+  const path = join(dir, 'older.sqlite');
+  const creator = openSqliteDiscovery(path);
+  olderStorePublishes(new (betterSqlite3())(path, { fileMustExist: true }), '/workers/a', 'published');
+  expect(await creator.closeRemovingCreatedFile()).toBe(false);
+  expect(await valueAt(open(path), '/workers/a')).toBe('published');
+});
+
+it('closeRemovingCreatedFile keeps the file an older store published to between its creation and its first write', async () => {
+  const path = join(dir, 'older-first.sqlite');
+  afterCreating.set(path, () =>
+    olderStorePublishes(new (betterSqlite3())(path, { fileMustExist: true }), '/workers/a', 'published'),
+  );
+  const creator = openSqliteDiscovery(path);
+  expect(creator.createdFile).toBe(true);
+  expect(await creator.closeRemovingCreatedFile()).toBe(false);
+  expect(await valueAt(open(path), '/workers/a')).toBe('published');
 });
 
 it('closeRemovingCreatedFile removes the file no other store opened, and a later opening makes a fresh one', async () => {

@@ -144,27 +144,45 @@ function checkDiscoveryTables(db: Database.Database, path: string): void {
 
 /**
  * The meta row every opening of a file it did not create records, in the write transaction that opens
- * it: a store that created the file removes it only while no other store has opened it.
+ * it: the first such opening is a write, which the file's creator sees (see `writtenByOthers`).
  */
 const openedByOthers = 'opened_by_others';
 
-function claimedByOthers(db: Database.Database): boolean {
-  const hasMeta = db.prepare("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'meta'").get();
-  return hasMeta !== undefined && db.prepare('SELECT 1 FROM meta WHERE name = ?').get(openedByOthers) !== undefined;
+const hasDiscoverySchema = (db: Database.Database): boolean =>
+  db.prepare("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'meta'").get() !== undefined;
+
+/** What changes when another connection commits a write to the database: never this connection's own. */
+const dataVersion = (db: Database.Database): number => db.pragma('data_version', { simple: true }) as number;
+
+/**
+ * Whether a connection other than the creator's has written to the file the creator's `db` created.
+ * `creatorVersion` is the creator's `dataVersion` from the transaction in which it wrote the schema into
+ * the file, which none had written to before; undefined when it never did, so that any schema is
+ * another's. A write of any version counts, its claim or not: older versions of this package made no
+ * claim when they opened a file, but what they published is a write.
+ */
+function writtenByOthers(db: Database.Database, creatorVersion: number | undefined): boolean {
+  return creatorVersion === undefined ? hasDiscoverySchema(db) : dataVersion(db) !== creatorVersion;
 }
 
 const sqliteCode = (error: unknown): unknown => (error as { code?: unknown } | null)?.code;
 
 /**
- * Removes the database file at `path` that `db` is connected to, with its side files, unless another
- * store has opened it: one connected now holds SQLite's shared lock on the file, so this connection
- * cannot take the exclusive one (SQLITE_BUSY), and one that opened it and closed left its claim. A
- * store still opening it waits for the exclusive lock to go, then finds the path no longer names the
- * file it opened and opens again. The side files go first, while the database file still keeps
- * another process from creating a new one whose side files would share their names. `db` is left in
- * exclusive locking mode: close it next. Whether it removed them.
+ * Removes the database file at `path` that `db` created and is connected to, with its side files, unless
+ * another store has opened it: one connected now holds SQLite's shared lock on the file, so this
+ * connection cannot take the exclusive one (SQLITE_BUSY), and one that wrote to it, its claim or what
+ * it published, is a write by others (`writtenByOthers`). A store still opening it waits for the
+ * exclusive lock to go, then finds the path no longer names the file it opened and opens again. The
+ * side files go first, while the database file still keeps another process from creating a new one
+ * whose side files would share their names. `db` is left in exclusive locking mode: close it next.
+ * Whether it removed them.
  */
-function removeUnclaimedFile(db: Database.Database, path: string, identity: FileIdentity): boolean {
+function removeUnclaimedFile(
+  db: Database.Database,
+  path: string,
+  identity: FileIdentity,
+  creatorVersion: number | undefined,
+): boolean {
   const remove = (): boolean => {
     if (!sameFile(fileAt(path), identity)) return false;
     for (const file of [`${path}-wal`, `${path}-shm`, path]) rmSync(file, { force: true });
@@ -173,7 +191,7 @@ function removeUnclaimedFile(db: Database.Database, path: string, identity: File
   db.pragma('busy_timeout = 0');
   db.pragma('locking_mode = EXCLUSIVE');
   try {
-    return db.transaction(() => !claimedByOthers(db) && remove()).exclusive();
+    return db.transaction(() => !writtenByOthers(db, creatorVersion) && remove()).exclusive();
   } catch (error) {
     if (sqliteCode(error) === 'SQLITE_BUSY') return false;
     // Stores refuse a file that is not a database before they write to it: none has opened it.
@@ -228,7 +246,8 @@ interface EventRow extends KvRow {
   deleted: number;
 }
 
-const schema = `
+/** The tables and rows every opening writes if they are absent; versions before the claim row wrote the same. */
+export const discoverySchema = `
   CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
   INSERT OR IGNORE INTO meta (name, value) VALUES ('revision', 0), ('compacted', 0);
   CREATE TABLE IF NOT EXISTS kv (
@@ -253,6 +272,8 @@ interface OpenedDatabase {
   readonly db: Database.Database;
   readonly created: boolean;
   readonly identity: FileIdentity;
+  /** The creator's data version once it wrote the schema into its new file, if no other store wrote first (see `writtenByOthers`). */
+  readonly creatorVersion: number | undefined;
 }
 
 /**
@@ -285,20 +306,23 @@ function openDatabase(path: string, fileMode: number, busyTimeoutMs: number): Op
       db.pragma('synchronous = NORMAL');
       const connected = db;
       const { identity, created } = file;
+      let creatorVersion: number | undefined;
       // The write lock held, and the shared lock WAL mode keeps from here on: the file's creator can
       // no longer remove it unseen, and if it already did, the path names another file or none.
       const stillThere = connected
         .transaction(() => {
           if (!sameFile(fileAt(path), identity)) return false;
-          connected.exec(schema);
+          const writtenFirst = hasDiscoverySchema(connected);
+          connected.exec(discoverySchema);
           if (!created) connected.prepare('INSERT OR IGNORE INTO meta (name, value) VALUES (?, 1)').run(openedByOthers);
+          else if (!writtenFirst) creatorVersion = dataVersion(connected);
           return true;
         })
         .immediate();
-      if (stillThere) return { db, created, identity };
+      if (stillThere) return { db, created, identity, creatorVersion };
       db.close();
     } catch (error) {
-      abandonOpening(db, path, file);
+      abandonOpening(db, path, file, undefined);
       // SQLite may refuse the file its creator removed meanwhile: the path is opened again.
       if (!file.created && !sameFile(fileAt(path), file.identity)) continue;
       if (error instanceof DiscoveryFileError) throw error;
@@ -319,10 +343,11 @@ function abandonOpening(
   db: Database.Database | undefined,
   path: string,
   file: { identity: FileIdentity; created: boolean },
+  creatorVersion: number | undefined,
 ): void {
   if (db === undefined) return;
   try {
-    if (file.created) removeUnclaimedFile(db, path, file.identity);
+    if (file.created) removeUnclaimedFile(db, path, file.identity, creatorVersion);
   } catch {
     // The file stays: this opening cannot tell whether another store uses it.
   } finally {
@@ -364,6 +389,8 @@ export class SqliteDiscoveryStore implements DiscoveryStore {
   readonly createdFile: boolean;
   /** The file this store opened, which its path named when it was opened. */
   private readonly identity: FileIdentity;
+  /** See `OpenedDatabase.creatorVersion`. */
+  private readonly creatorVersion: number | undefined;
 
   constructor(path: string, options: SqliteDiscoveryOptions = {}) {
     if (typeof path !== 'string' || path.length === 0) {
@@ -384,6 +411,7 @@ export class SqliteDiscoveryStore implements DiscoveryStore {
     this.db = opened.db;
     this.createdFile = opened.created;
     this.identity = opened.identity;
+    this.creatorVersion = opened.creatorVersion;
     const db = this.db;
     this.statements = {
       revision: db.prepare<[], number>("SELECT value FROM meta WHERE name = 'revision'").pluck(),
@@ -419,7 +447,7 @@ export class SqliteDiscoveryStore implements DiscoveryStore {
     try {
       this.write(() => this.adoptClock());
     } catch (error) {
-      abandonOpening(this.db, this.path, { identity: this.identity, created: this.createdFile });
+      abandonOpening(this.db, this.path, { identity: this.identity, created: this.createdFile }, this.creatorVersion);
       throw new DiscoveryUnavailableError(this.backend, 'open', undefined, { cause: error, location: this.path });
     }
     this.hub = new LocalWatchHub({
@@ -535,14 +563,15 @@ export class SqliteDiscoveryStore implements DiscoveryStore {
   /**
    * Closes the store and removes its database file, with the `-wal` and `-shm` files, if opening this store
    * created it and no other store has opened it since: a file another store uses, or has used, is kept and
-   * stays where that store and the later ones find it. For a process that opened a store and then gave up
-   * before using it. Resolves whether it removed the file.
+   * stays where that store and the later ones find it. A store of an older version of this package, which
+   * makes no claim on the file it opens, counts once it has written to it. For a process that opened a
+   * store and then gave up before using it. Resolves whether it removed the file.
    */
   async closeRemovingCreatedFile(): Promise<boolean> {
     if (this.closed) throw new DiscoveryClosedError(this.backend, 'closeRemovingCreatedFile');
     this.shut();
     try {
-      return this.createdFile && removeUnclaimedFile(this.db, this.path, this.identity);
+      return this.createdFile && removeUnclaimedFile(this.db, this.path, this.identity, this.creatorVersion);
     } catch (error) {
       throw new DiscoveryUnavailableError(this.backend, 'closeRemovingCreatedFile', undefined, {
         cause: error,
