@@ -13,6 +13,7 @@ import { olderStorePublishes } from '../test/fixtures/older-sqlite-store.js';
 const afterCreating = new Map<string, (fd: number) => void>();
 const afterLookingAt = new Map<string, () => void>();
 const afterConnecting = new Map<string, () => void>();
+const removals: string[] = [];
 const take = <T>(hooks: Map<string, T>, path: unknown): T | undefined => {
   const hook = typeof path === 'string' ? hooks.get(path) : undefined;
   hooks.delete(path as string);
@@ -31,7 +32,11 @@ vi.mock('node:fs', async (importOriginal) => {
     take(afterLookingAt, path)?.();
     return stats;
   }) as typeof actual.statSync;
-  const overrides = { openSync, statSync };
+  const rmSync: typeof actual.rmSync = (path, options) => {
+    removals.push(String(path));
+    actual.rmSync(path, options);
+  };
+  const overrides = { openSync, statSync, rmSync };
   return { ...actual, ...overrides, default: { ...actual, ...overrides } };
 });
 
@@ -57,6 +62,7 @@ const open = (path: string, options?: Parameters<typeof openSqliteDiscovery>[1])
   return store;
 };
 afterEach(async () => {
+  removals.length = 0;
   for (const store of stores.splice(0)) await store.close();
   expect([afterCreating.size, afterLookingAt.size, afterConnecting.size]).toEqual([0, 0, 0]);
 });
@@ -162,6 +168,42 @@ it('closeRemovingCreatedFile removes the file no other store opened, and a later
   const later = open(path);
   expect(later.createdFile).toBe(true);
   expect(await valueAt(later, '/workers/a')).toBe(undefined);
+});
+
+it('closeRemovingCreatedFile removes the companion files first, and only with the file', async () => {
+  const removed = join(dir, 'companion.sqlite');
+  fs.writeFileSync(`${removed}.secret`, 'created for it');
+  expect(await openSqliteDiscovery(removed).closeRemovingCreatedFile({ companionFiles: [`${removed}.secret`] })).toBe(
+    true,
+  );
+  // Gone before the database file, while its exclusive lock held off every store opening it.
+  expect(removals).toEqual([`${removed}.secret`, `${removed}-wal`, `${removed}-shm`, removed]);
+  expect(filesOf('companion')).toEqual([]);
+
+  const kept = join(dir, 'kept-companion.sqlite');
+  const creator = openSqliteDiscovery(kept);
+  open(kept);
+  fs.writeFileSync(`${kept}.secret`, 'created for it');
+  expect(await creator.closeRemovingCreatedFile({ companionFiles: [`${kept}.secret`] })).toBe(false);
+  expect(filesOf('kept-companion.sqlite')).toContain('kept-companion.sqlite.secret');
+});
+
+it('closeRemovingCreatedFile refuses companion files that are no array of paths, and keeps the store open', async () => {
+  const path = join(dir, 'bad-companions.sqlite');
+  const store = open(path);
+  for (const companionFiles of [`${path}.secret`, [''], [5]]) {
+    await expect(store.closeRemovingCreatedFile({ companionFiles } as never)).rejects.toMatchObject({
+      code: 'DISCOVERY_INVALID_ARGUMENT',
+      argument: 'companionFiles',
+      value: companionFiles,
+      message: expect.stringMatching(
+        /^sqlite discovery: companionFiles = .* is refused: companion files are an array of paths$/,
+      ),
+    });
+  }
+  await expect(store.closeRemovingCreatedFile(null as never)).rejects.toMatchObject({ argument: 'options' });
+  await store.put('/workers/a', 'still open');
+  expect(await valueAt(store, '/workers/a')).toBe('still open');
 });
 
 it('closeRemovingCreatedFile on a store that did not create its file removes nothing', async () => {

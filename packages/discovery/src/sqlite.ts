@@ -74,6 +74,17 @@ export interface SqliteDiscoveryOptions {
   readonly fileMode?: number;
 }
 
+/** What `closeRemovingCreatedFile` removes besides the database file. */
+export interface CloseRemovingCreatedFileOptions {
+  /**
+   * Files created beside the database for its sake (the cluster secret created for it, say), removed with
+   * it and only with it: before it, while this store holds the database's exclusive lock. A process that
+   * opens the database and then reads such a file either finds one its creator no longer removes, or
+   * finds the database gone and opens a new one. Relative paths are taken from the working directory.
+   */
+  readonly companionFiles?: readonly string[];
+}
+
 /** Discovery records name every worker's memory: by default only the file's owner reads them. */
 const defaultSqliteFileMode = 0o600;
 
@@ -168,7 +179,8 @@ function writtenByOthers(db: Database.Database, creatorVersion: number | undefin
 const sqliteCode = (error: unknown): unknown => (error as { code?: unknown } | null)?.code;
 
 /**
- * Removes the database file at `path` that `db` created and is connected to, with its side files, unless
+ * Removes the database file at `path` that `db` created and is connected to, with its side files and
+ * `companions`, unless
  * another store has opened it: one connected now holds SQLite's shared lock on the file, so this
  * connection cannot take the exclusive one (SQLITE_BUSY), and one that wrote to it, its claim or what
  * it published, is a write by others (`writtenByOthers`). A store still opening it waits for the
@@ -182,10 +194,11 @@ function removeUnclaimedFile(
   path: string,
   identity: FileIdentity,
   creatorVersion: number | undefined,
+  companions: readonly string[] = [],
 ): boolean {
   const remove = (): boolean => {
     if (!sameFile(fileAt(path), identity)) return false;
-    for (const file of [`${path}-wal`, `${path}-shm`, path]) rmSync(file, { force: true });
+    for (const file of [...companions, `${path}-wal`, `${path}-shm`, path]) rmSync(file, { force: true });
     return true;
   };
   db.pragma('busy_timeout = 0');
@@ -198,6 +211,14 @@ function removeUnclaimedFile(
     if (sqliteCode(error) === 'SQLITE_NOTADB') return remove();
     throw error;
   }
+}
+
+function companionFilesOption(files: unknown): string[] {
+  if (files === undefined) return [];
+  if (!Array.isArray(files) || files.some((file) => typeof file !== 'string' || file === '')) {
+    throw new DiscoveryArgumentError('sqlite', 'companionFiles', files, 'companion files are an array of paths');
+  }
+  return files.map((file: string) => resolve(file));
 }
 
 function fileModeOption(mode: number | undefined): number {
@@ -565,13 +586,18 @@ export class SqliteDiscoveryStore implements DiscoveryStore {
    * created it and no other store has opened it since: a file another store uses, or has used, is kept and
    * stays where that store and the later ones find it. A store of an older version of this package, which
    * makes no claim on the file it opens, counts once it has written to it. For a process that opened a
-   * store and then gave up before using it. Resolves whether it removed the file.
+   * store and then gave up before using it. `companionFiles` go with the database file, and only with it.
+   * Resolves whether it removed the file.
    */
-  async closeRemovingCreatedFile(): Promise<boolean> {
+  async closeRemovingCreatedFile(options: CloseRemovingCreatedFileOptions = {}): Promise<boolean> {
     if (this.closed) throw new DiscoveryClosedError(this.backend, 'closeRemovingCreatedFile');
+    checkMethodOptions(this.backend, 'closeRemovingCreatedFile', options);
+    const companions = companionFilesOption(options.companionFiles);
     this.shut();
     try {
-      return this.createdFile && removeUnclaimedFile(this.db, this.path, this.identity, this.creatorVersion);
+      return (
+        this.createdFile && removeUnclaimedFile(this.db, this.path, this.identity, this.creatorVersion, companions)
+      );
     } catch (error) {
       throw new DiscoveryUnavailableError(this.backend, 'closeRemovingCreatedFile', undefined, {
         cause: error,
