@@ -1,16 +1,14 @@
-import { rmSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { type ClusterSecret, type DiscoveryStore, openClusterSecret, SqliteDiscoveryStore } from '@kvreuse/discovery';
 import { EngineSidecar, type SidecarReport } from '@kvreuse/endpoint';
 import type { Transport } from '@kvreuse/native-bindings';
 import { admissionGate, declaredProfile } from '@kvreuse/profile-admission';
 import type { CommandArgs, OptionSpec } from './args.js';
 import type { CliContext, Command } from './command.js';
-import { checkSqlitePath, openDiscoveryFile } from './discovery.js';
 import { nativeTransport } from './native.js';
 import { UsageError } from './errors.js';
 import { jsonLinesOf, lineOptions } from './output.js';
 import { pathKind } from './path-kind.js';
+import { abandonPublishing, openPublishing } from './sidecar-publishing.js';
 import { kvreuseSettings, type Settings } from './settings/all-settings.js';
 import {
   resolveCommandSettings,
@@ -48,43 +46,6 @@ function describeReport(report: SidecarReport): string {
         (report.failure === undefined ? '' : ` (stopped short: ${report.failure})`)
       );
   }
-}
-
-interface Publishing {
-  readonly secret: ClusterSecret;
-  readonly store: DiscoveryStore;
-}
-
-/**
- * Closes what `openPublishing` opened when the sidecar does not start, and removes what opening it created:
- * a new SQLite database unless another process has opened it since, and the default secret created beside
- * it only with it. A database kept is one another process publishes to, sealing with that secret.
- */
-async function abandonPublishing({ secret, store }: Publishing): Promise<void> {
-  let removedDatabase = false;
-  if (store instanceof SqliteDiscoveryStore) removedDatabase = await store.closeRemovingCreatedFile();
-  else await store.close();
-  if (removedDatabase && secret.createdFile) rmSync(secret.origin, { force: true });
-}
-
-/** The cluster secret and the discovery store the sidecar publishes to (its files already absolute): sqlite or etcd, not `memory`. */
-function openPublishing(command: string, discovery: Settings['discovery']): Publishing {
-  if (discovery.backend === 'memory')
-    throw new UsageError(
-      command,
-      'discovery.backend = memory holds one process only: readers could not find the engines',
-    );
-  if (discovery.backend === 'sqlite') checkSqlitePath(discovery.sqlitePath, { mustExist: false });
-  // The secret before the store: a secret refused leaves no discovery file behind.
-  const secret = openClusterSecret(discovery);
-  let store: DiscoveryStore;
-  try {
-    store = openDiscoveryFile(discovery);
-  } catch (error) {
-    if (secret.createdFile) rmSync(secret.origin, { force: true });
-    throw error;
-  }
-  return { secret, store };
 }
 
 /** GPU memory is served behind the declared profile's admission gate; without a profile, it is refused. */
