@@ -123,7 +123,7 @@ describe('kvreuse sidecar', () => {
     expect(readdirSync(folder)).toEqual(['taken.sock']);
   });
 
-  it('refuses a cluster secret it cannot read before it creates the discovery file', async () => {
+  it('refuses a cluster secret it cannot read, and leaves no discovery file behind', async () => {
     const folder = mkdtempSync(join(tmpdir(), 'kvreuse-sidecar-cli-'));
     folders.push(folder);
     const { out, context } = capture();

@@ -1,4 +1,5 @@
 import { dirname, resolve } from 'node:path';
+import { type ClusterSecret, openClusterSecret } from '@kvreuse/discovery';
 import { EngineSidecar, type SidecarReport } from '@kvreuse/endpoint';
 import type { Transport } from '@kvreuse/native-bindings';
 import { admissionGate, declaredProfile } from '@kvreuse/profile-admission';
@@ -8,7 +9,7 @@ import { nativeTransport } from './native.js';
 import { UsageError } from './errors.js';
 import { jsonLinesOf, lineOptions } from './output.js';
 import { pathKind } from './path-kind.js';
-import { abandonPublishing, openPublishing } from './sidecar-publishing.js';
+import { abandonPublishing, openPublishingStore } from './sidecar-publishing.js';
 import { kvreuseSettings, type Settings } from './settings/all-settings.js';
 import {
   resolveCommandSettings,
@@ -104,13 +105,15 @@ export const sidecar: Command = {
     const settings = settingsFilesFrom(resolved.settings, context.cwd);
     const transport = nativeTransport(resolved, context.cwd);
     const gate = vramGate(settings, transport);
-    const publishing = openPublishing(this.name, settings.discovery);
-    const { secret, store } = publishing;
+    // The store before the secret: see `Publishing`.
+    const store = openPublishingStore(this.name, settings.discovery);
+    let secret: ClusterSecret | undefined;
     let withdrawn = 0;
     let stop = (): void => {};
     const stopped = new Promise<void>((resolveStop) => (stop = resolveStop));
     let served: EngineSidecar;
     try {
+      secret = openClusterSecret(settings.discovery);
       served = new EngineSidecar({
         transport,
         path,
@@ -125,7 +128,7 @@ export const sidecar: Command = {
         },
       });
     } catch (error) {
-      await abandonPublishing(publishing);
+      await abandonPublishing({ store, secret });
       throw error;
     }
     try {
