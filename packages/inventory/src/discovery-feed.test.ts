@@ -11,7 +11,7 @@ import {
 } from '@kvreuse/discovery';
 import { type InventoryEventError, InventoryWithdrawnError } from './errors.js';
 import { hashBlockChain } from './block-hash.js';
-import { safeParseInventoryBatch } from './events.js';
+import { type InventoryEvent, safeParseInventoryBatch } from './events.js';
 import { defaultInventoryPrefix, followInventory, InventoryPublisher } from './discovery-feed.js';
 import { RetainedInventory } from './retained-inventory.js';
 
@@ -67,6 +67,10 @@ test('publish() refuses events every follower would refuse, writing nothing, and
     refused('events.0.tier'),
   );
   await expect(publisher.publish('gpu' as never)).rejects.toThrow(refused('events'));
+  // A hole in a sparse array is no event either (forEach would skip it, and the wire would read null).
+  const sparse: InventoryEvent[] = [{ type: 'cleared', tier: 'gpu' }];
+  sparse.length = 2;
+  await expect(publisher.publish(sparse)).rejects.toThrow(refused('events.1'));
   expect(await store.get(publisher.key)).toEqual(published);
   await publisher.publish([{ type: 'stored', tier: 'gpu', blocks: [1n], expiresAt: expiresAt + 0.5 }]);
   const written = await store.get(publisher.key);

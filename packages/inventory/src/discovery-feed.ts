@@ -19,7 +19,7 @@ import {
 } from '@kvreuse/discovery';
 import { InvalidInventoryOptionError, InventoryEventError, InventoryWithdrawnError } from './errors.js';
 import { checkFunction, checkNonEmptyString, checkOptionalString, checkOptionsObject, checkStore } from './options.js';
-import { checkEvent, encodeInventoryBatch, type InventoryEvent, safeParseInventoryBatch } from './events.js';
+import { checkEvents, encodeInventoryBatch, type InventoryEvent, safeParseInventoryBatch } from './events.js';
 import { RetainedInventory } from './retained-inventory.js';
 
 export const defaultInventoryPrefix = 'kvreuse/inventory/';
@@ -112,10 +112,8 @@ export class InventoryPublisher {
       );
     }
     // What a follower would refuse is refused here, before it replaces the worker's last batch.
-    if (!Array.isArray(events as unknown))
-      return Promise.reject(new InventoryEventError('events', events, 'events are an array'));
     try {
-      events.forEach((event, i) => checkEvent(`events.${i}`, event));
+      checkEvents('events', events);
     } catch (error) {
       return Promise.reject(error);
     }

@@ -78,8 +78,18 @@ export function checkBlocks(path: string, blocks: unknown): BigUint64Array | rea
   return blocks as readonly bigint[];
 }
 
-/** Refuses an event that is not one (what `RetainedInventory.apply` and `InventoryPublisher.publish` take). */
-export function checkEvent(path: string, event: InventoryEvent): void {
+/**
+ * Refuses a list of events that is not an array of events (what `RetainedInventory.apply` and
+ * `InventoryPublisher.publish` take), naming the first bad one.
+ */
+export function checkEvents(path: string, events: unknown): readonly InventoryEvent[] {
+  if (!Array.isArray(events)) throw new InventoryEventError(path, events, 'events are an array');
+  // Indexed, not forEach: a hole in a sparse array is refused too.
+  for (let i = 0; i < events.length; i++) checkEvent(`${path}.${i}`, events[i] as InventoryEvent);
+  return events as readonly InventoryEvent[];
+}
+
+function checkEvent(path: string, event: InventoryEvent): void {
   if (event === null || typeof event !== 'object') throw new InventoryEventError(path, event, 'an event is an object');
   if (!retentionTiers.includes(event.tier)) {
     throw new InventoryEventError(`${path}.tier`, event.tier, "a tier is 'gpu' or 'host'");

@@ -709,6 +709,22 @@ describe('RetainedInventory', () => {
     expect(inventory.workerCount).toBe(0);
   });
 
+  test('refuses a batch with a hole among its events before applying any of them', () => {
+    const inventory = new RetainedInventory();
+    const expiresAt = Date.now() + 60_000;
+    const events: InventoryEvent[] = [{ type: 'stored', tier: 'gpu', blocks: [1n], expiresAt }];
+    events.length = 2;
+    const batch = { workerId: 'w', incarnation: 'i', epoch: 1, seq: 0, events };
+    expect(() => inventory.apply(batch)).toThrow(
+      expect.objectContaining({ code: 'INVENTORY_INVALID_EVENT', path: 'events.1', value: undefined }),
+    );
+    expect(inventory.longestRetainedPrefix([1n])).toEqual([]);
+    // Its seq was not taken: the batch, mended, applies.
+    events.length = 1;
+    expect(inventory.apply(batch)).toBe(true);
+    expect(inventory.longestRetainedPrefix([1n])).toMatchObject([{ workerId: 'w', blocks: 1 }]);
+  });
+
   test('answers like a plain Map model through any interleaving of applies, expiry and lookups, across growth and compaction steps', () => {
     // Two chains that share their first 10 blocks, 40 distinct hashes per chain at most: from 16
     // expected blocks the table grows three or four times.

@@ -1,6 +1,6 @@
 import { InvalidInventoryOptionError, InventoryEventError } from './errors.js';
 import { checkFunction, checkOptionsObject } from './options.js';
-import { checkBlocks, checkEvent, type InventoryBatch, type InventoryEvent, type RetentionTier } from './events.js';
+import { checkBlocks, checkEvents, type InventoryBatch, type RetentionTier } from './events.js';
 import { hashWords, maxTick, minRehashStep, RetainedTable } from './retained-table.js';
 
 /**
@@ -127,7 +127,6 @@ export class RetainedInventory {
   apply(batch: InventoryBatch): boolean {
     if (batch === null || typeof batch !== 'object') throw new InventoryEventError('', batch, 'a batch is an object');
     const { workerId, incarnation, epoch, seq } = batch;
-    const events: readonly InventoryEvent[] = batch.events;
     if (typeof workerId !== 'string' || workerId.length === 0) {
       throw new InventoryEventError('workerId', workerId, 'a worker id is a non-empty string');
     }
@@ -137,11 +136,10 @@ export class RetainedInventory {
     if (!Number.isSafeInteger(epoch) || epoch < 1)
       throw new InventoryEventError('epoch', epoch, 'an epoch is a whole number ≥ 1');
     if (!Number.isSafeInteger(seq) || seq < 0) throw new InventoryEventError('seq', seq, 'seq is a whole number ≥ 0');
-    if (!Array.isArray(events as unknown)) throw new InventoryEventError('events', events, 'events are an array');
+    const events = checkEvents('events', batch.events);
     if (batch.complete !== undefined && typeof batch.complete !== 'boolean') {
       throw new InventoryEventError('complete', batch.complete, 'complete is a boolean when given');
     }
-    events.forEach((event: InventoryEvent, i) => checkEvent(`events.${i}`, event));
     // Before any change: a clock that throws, or applies a batch itself, must find the worker as it was.
     const nowTick = this.tickOf(this.now());
 
