@@ -1,6 +1,12 @@
 import { describe, expect, test } from 'vitest';
 import { InventoryEventError } from './errors.js';
-import { encodeInventoryBatch, type InventoryBatch, parseInventoryBatch, safeParseInventoryBatch } from './events.js';
+import {
+  encodeInventoryBatch,
+  type InventoryBatch,
+  type InventoryEvent,
+  parseInventoryBatch,
+  safeParseInventoryBatch,
+} from './events.js';
 
 const batch: InventoryBatch = {
   workerId: 'decode-0',
@@ -27,6 +33,21 @@ describe('inventory batch wire form', () => {
         [],
       ]);
     }
+  });
+
+  test("writes each event's own fields only, so that a field an event carries beyond them does not get the batch refused", () => {
+    const stored = { type: 'stored', tier: 'gpu', blocks: [1n], expiresAt: 1_750_000_060_000 } as const;
+    // Events made from one another, as callers do: the removal keeps the expiry, the clear the blocks.
+    const events: InventoryEvent[] = [
+      { ...stored, note: 'prefill of request 7' } as InventoryEvent,
+      { ...stored, type: 'removed' },
+      { ...stored, type: 'cleared' },
+    ];
+    expect(parseInventoryBatch(encodeInventoryBatch({ ...batch, events })).events).toEqual([
+      { type: 'stored', tier: 'gpu', blocks: BigUint64Array.of(1n), expiresAt: 1_750_000_060_000 },
+      { type: 'removed', tier: 'gpu', blocks: BigUint64Array.of(1n) },
+      { type: 'cleared', tier: 'gpu' },
+    ]);
   });
 
   test('refuses malformed, tampered or wrong-version batches, naming the path and value', () => {

@@ -155,13 +155,15 @@ export function encodeInventoryBatch(batch: InventoryBatch): string {
     incarnation: batch.incarnation,
     epoch: batch.epoch,
     seq: batch.seq,
+    // Field by field: a field the event carries beyond its type's would make every follower refuse the batch.
     events: batch.events.map((event) =>
       event.type === 'cleared'
-        ? event
+        ? { type: event.type, tier: event.tier }
         : event.type === 'removed'
-          ? { ...event, blocks: Array.from(event.blocks, blockHashToHex) }
+          ? { type: event.type, tier: event.tier, blocks: Array.from(event.blocks, blockHashToHex) }
           : {
-              ...event,
+              type: event.type,
+              tier: event.tier,
               blocks: Array.from(event.blocks, blockHashToHex),
               // The wire takes whole ms up to 2^53 − 1: a fractional expiry is rounded down, a later one capped.
               expiresAt: Math.min(Math.floor(event.expiresAt), Number.MAX_SAFE_INTEGER),
