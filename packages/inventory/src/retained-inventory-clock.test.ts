@@ -43,4 +43,22 @@ describe('RetainedInventory.apply reads its clock before it changes anything', (
     expect(inventory.apply(batchOf('w-a', 1, [1n]))).toBe(true);
     expect(inventory.longestRetainedPrefix([1n])).toMatchObject([{ workerId: 'w', blocks: 1 }]);
   });
+
+  it.each([Number.NaN, Number.POSITIVE_INFINITY, undefined])(
+    'a clock that later reads %s is refused, typed, before anything changes; the batch applies once it reads a time again',
+    (reading) => {
+      let broken = false;
+      const inventory = new RetainedInventory({ now: () => (broken ? (reading as number) : start) });
+      expect(inventory.apply(batchOf('w-a', 1, [1n]))).toBe(true);
+      broken = true;
+      const refused = expect.objectContaining({ code: 'INVALID_INVENTORY_OPTION', option: 'options.now' });
+      expect(() => inventory.apply({ ...batchOf('w-a', 1, [2n]), seq: 1 })).toThrow(refused);
+      expect(() => inventory.longestRetainedPrefix([1n])).toThrow(refused);
+      expect(() => inventory.prune()).toThrow(refused);
+      broken = false;
+      expect(inventory.longestRetainedPrefix([1n])).toMatchObject([{ workerId: 'w', blocks: 1 }]);
+      expect(inventory.apply({ ...batchOf('w-a', 1, [2n]), seq: 1 })).toBe(true);
+      expect(inventory.longestRetainedPrefix([2n])).toMatchObject([{ workerId: 'w', blocks: 1 }]);
+    },
+  );
 });

@@ -26,7 +26,11 @@ export interface AdvisoryRetainedPrefix {
 }
 
 export interface RetainedInventoryOptions {
-  /** Wall clock in ms since the Unix epoch (default `Date.now`); expiries are compared with it. */
+  /**
+   * Wall clock in ms since the Unix epoch (default `Date.now`); expiries are compared with it. A reading
+   * that is no finite number is refused (`InvalidInventoryOptionError`) by the call that reads it, before
+   * that call changes anything.
+   */
   readonly now?: () => number;
   /** Blocks to make room for up front (default 1,024); the index grows as needed anyway. */
   readonly expectedBlocks?: number;
@@ -89,13 +93,7 @@ export class RetainedInventory {
       return value;
     };
     this.now = now;
-    this.epochMs = this.now();
-    if (!Number.isFinite(this.epochMs))
-      throw new InvalidInventoryOptionError(
-        'options.now',
-        this.epochMs,
-        'must return milliseconds since the Unix epoch',
-      );
+    this.epochMs = this.clockMs();
     this.pruneStep = wholeAtLeast('pruneStep', pruneStep, 0);
     this.compactStep = wholeAtLeast('compactStep', compactStep, 1);
     this.index = new RetainedTable(
@@ -141,7 +139,7 @@ export class RetainedInventory {
       throw new InventoryEventError('complete', batch.complete, 'complete is a boolean when given');
     }
     // Before any change: a clock that throws, or applies a batch itself, must find the worker as it was.
-    const nowTick = this.tickOf(this.now());
+    const nowTick = this.tickOf(this.clockMs());
 
     let worker = this.workerIndex.get(workerId);
     if (worker !== undefined && epoch === this.epochs[worker] && incarnation !== this.incarnations[worker]) {
@@ -220,7 +218,7 @@ export class RetainedInventory {
    * freed. Not needed for correctness or memory: operations free expired entries a few at a time.
    */
   prune(): number {
-    return this.index.expireAll(this.tickOf(this.now()));
+    return this.index.expireAll(this.tickOf(this.clockMs()));
   }
 
   /**
@@ -229,7 +227,7 @@ export class RetainedInventory {
    */
   longestRetainedPrefix(chain: BigUint64Array | readonly bigint[]): AdvisoryRetainedPrefix[] {
     const words = hashWords(checkBlocks('chain', chain));
-    const nowTick = this.tickOf(this.now());
+    const nowTick = this.tickOf(this.clockMs());
     // Before the walk: sweeping may delete slots, which shifts others.
     this.index.maintain(this.pruneStep, nowTick);
     const answer: AdvisoryRetainedPrefix[] = [];
@@ -256,6 +254,17 @@ export class RetainedInventory {
       leadingHostBlocks,
       expiresAt: this.epochMs + expiryTick * tickMs,
     };
+  }
+
+  /**
+   * The clock's reading, refused when it is no number of milliseconds: compared with it, every expiry would
+   * read as expired (Infinity) or as not alive (NaN), and a batch's stored blocks would be dropped.
+   */
+  private clockMs(): number {
+    const ms = this.now();
+    if (typeof ms !== 'number' || !Number.isFinite(ms))
+      throw new InvalidInventoryOptionError('options.now', ms, 'must return milliseconds since the Unix epoch');
+    return ms;
   }
 
   private tickOf(ms: number): number {
