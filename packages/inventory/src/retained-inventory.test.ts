@@ -402,9 +402,37 @@ describe('RetainedInventory', () => {
     expect(inventory.indexBytes).toBeLessThan(bytes);
   });
 
+  test('a pruneStep larger than the inventory checks each record once per operation, not pruneStep times over', () => {
+    const time = clock();
+    const inventory = new RetainedInventory({ now: time.now, pruneStep: 1_000 });
+    const engine = engineOf(inventory) as { expire: (worker: number, record: number, ...ticks: number[]) => void };
+    const checks = new Map<string, number>();
+    const expire = engine.expire.bind(engine);
+    engine.expire = (worker, record, ...ticks) => {
+      checks.set(`${worker}/${record}`, (checks.get(`${worker}/${record}`) ?? 0) + 1);
+      expire(worker, record, ...ticks);
+    };
+    const chain = hashBlockChain(tokens(13, 64 * 5), scheme64);
+    const stored = (blocks: BigUint64Array, ttl: number): InventoryEvent[] => [
+      { type: 'stored', tier: 'gpu', blocks, expiresAt: time.at() + ttl },
+    ];
+    inventory.apply({ workerId: 'a', incarnation: 'i', epoch: 1, seq: 0, events: stored(chain.slice(0, 3), 1_000) });
+    inventory.apply({ workerId: 'b', incarnation: 'i', epoch: 1, seq: 0, events: stored(chain.slice(3), 60_000) });
+    time.advance(1_000);
+    checks.clear();
+    inventory.apply({ workerId: 'b', incarnation: 'i', epoch: 1, seq: 1, events: [] });
+    // All five records checked, each once, and what expired freed: a's three.
+    expect([...checks.values()]).toEqual([1, 1, 1, 1, 1]);
+    expect(inventory.size).toBe(2);
+    checks.clear();
+    expect(inventory.longestRetainedPrefix(chain.subarray(3))).toMatchObject([{ workerId: 'b', blocks: 2 }]);
+    expect([...checks.values()]).toEqual([1, 1, 1, 1, 1]);
+  });
+
   test('a block on two tiers is freed tier by tier as each expires', () => {
     const time = clock();
-    const inventory = new RetainedInventory({ now: time.now, pruneStep: 1 });
+    // A step of 2 checks the one record at every operation (a step that wraps round to it counts as one).
+    const inventory = new RetainedInventory({ now: time.now, pruneStep: 2 });
     const chain = hashBlockChain(tokens(13, 64), scheme64);
     inventory.apply({
       workerId: 'a',

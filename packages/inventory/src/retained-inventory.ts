@@ -43,6 +43,7 @@ export interface RetainedInventoryOptions {
   /**
    * How many records each `apply` (plus one per block in its batch) and each lookup checks for
    * expiry, in turn over all workers, freeing what expired (default 32): nobody needs to call `prune`.
+   * An operation checks each record once at most, however large the step.
    */
   readonly pruneStep?: number;
   /**

@@ -419,17 +419,28 @@ export class RetainedTable {
     this.sweep(sweepRecords, nowTick);
   }
 
-  /** Checks the next `count` records, in turn over every worker, and frees what expired. */
+  /**
+   * Checks the next `count` records, in turn over every worker, and frees what expired; each record at
+   * most once, however large `count` is.
+   */
   private sweep(count: number, nowTick: number): void {
     const workers = this.records.length;
     if (this.liveEntries === 0) return;
     let worker = this.sweepWorker;
     let record = this.sweepRecord;
+    // The first record checked: met again, every record has been (nothing moves records during a sweep).
+    let firstWorker = -1;
+    let firstRecord = -1;
     for (let checked = 0; checked < count; checked++) {
       if (worker >= workers || this.live[worker] !== true || record >= this.recordsUsed[worker]!) {
         worker = worker + 1 >= workers ? 0 : worker + 1;
         record = 0;
         continue;
+      }
+      if (worker === firstWorker && record === firstRecord) break;
+      if (firstWorker < 0) {
+        firstWorker = worker;
+        firstRecord = record;
       }
       this.expire(worker, record++, nowTick, nowTick);
     }
