@@ -181,6 +181,13 @@ describe('hashBlockChain', () => {
       expect.objectContaining({ code: 'INVENTORY_INVALID_BLOCK_INPUT' }),
     );
     expect(() => hashBlockChain([1.5, 2], scheme)).toThrow(BlockHashError);
+    // Token ids as bigints (a BigUint64Array of them, say) are no numbers: refused, not a raw TypeError.
+    expect(() => hashBlockChain(BigUint64Array.of(1n, 2n) as never, scheme)).toThrow(
+      expect.objectContaining({ code: 'INVENTORY_INVALID_BLOCK_INPUT', argument: 'tokens[0]', value: 1n }),
+    );
+    expect(() => hashBlockChain([1, Symbol('2')] as never, scheme)).toThrow(
+      expect.objectContaining({ argument: 'tokens[1]' }),
+    );
     expect(() => hashBlockChain([1, 2], scheme, -1n)).toThrow(expect.objectContaining({ argument: 'parent' }));
     expect(() => hashBlockChain(null as never, scheme)).toThrow(expect.objectContaining({ argument: 'tokens' }));
   });

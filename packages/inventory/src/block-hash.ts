@@ -121,7 +121,7 @@ export function hashBlockChain(tokens: ArrayLike<number>, scheme: BlockHashSchem
     // Words −2 and −1 are the parent's halves, then the block's tokens: 4 bytes each, low byte first.
     for (let i = -2; i < blockTokens; i++) {
       const word = i >= 0 ? tokens[first + i]! : i === -2 ? parentLo : parentHi;
-      if (i >= 0 && word >>> 0 !== word) {
+      if (i >= 0 && (typeof word !== 'number' || word >>> 0 !== word)) {
         throw new BlockHashError(`tokens[${first + i}]`, word, 'a token id is a whole number from 0 to 2^32 − 1');
       }
       for (let shift = 0; shift < 32; shift += 8) {
