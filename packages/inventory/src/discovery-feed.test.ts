@@ -35,6 +35,13 @@ test('publishers and followers refuse arguments of the wrong shape, naming the a
   expect(
     () => new InventoryPublisher(undefined as never, { workerId: 'w', incarnation: 'i', epoch: 1, lease: 'l' }),
   ).toThrow(option('store'));
+  // A worker id or incarnation that cannot name a discovery key: every publish, or every follower, would refuse.
+  expect(() => new InventoryPublisher(store, { workerId: 'decode/0', incarnation: 'i', epoch: 1, lease: 'l' })).toThrow(
+    expect.objectContaining({ code: 'INVALID_INVENTORY_OPTION', option: 'options.workerId', value: 'decode/0' }),
+  );
+  expect(
+    () => new InventoryPublisher(store, { workerId: 'w', incarnation: 'i'.repeat(300), epoch: 1, lease: 'l' }),
+  ).toThrow(option('options.incarnation'));
   await expect(followInventory(store, {} as never)).rejects.toThrow(option('inventory'));
   await expect(followInventory(store, new RetainedInventory(), { onRejected: true } as never)).rejects.toThrow(
     option('options.onRejected'),

@@ -7,6 +7,7 @@
 // zombie) never replaces a newer one's batch. Once a worker has published its complete inventory it
 // says so in that batch and in every later one of the incarnation (the follower may see only the latest).
 import {
+  checkKeySegment,
   commitFenced,
   DiscoveryCompareError,
   type DiscoveryEntry,
@@ -14,6 +15,7 @@ import {
   type DiscoveryWatch,
   isEpoch,
   type LeaseId,
+  RankPartPublicationError,
   SupersededError,
   type WatchNotice,
 } from '@kvreuse/discovery';
@@ -25,7 +27,9 @@ import { RetainedInventory } from './retained-inventory.js';
 export const defaultInventoryPrefix = 'kvreuse/inventory/';
 
 export interface InventoryPublisherOptions {
+  /** A discovery key segment, as `claimIncarnationEpoch` takes it: 1 to 200 letters, digits and `._:@-`. */
   readonly workerId: string;
+  /** A discovery key segment, as `claimIncarnationEpoch` takes it: 1 to 200 letters, digits and `._:@-`. */
   readonly incarnation: string;
   /** The incarnation's epoch (`claimIncarnationEpoch`, or `RankPublication.epoch`). */
   readonly epoch: number;
@@ -39,6 +43,19 @@ export interface InventoryPublisherOptions {
 export interface InventoryPublishOptions {
   /** This batch completes the incarnation's inventory (it stays complete: later batches say so too). */
   readonly complete?: boolean;
+}
+
+/**
+ * The worker id and incarnation name discovery keys (the epoch fence, the incarnation's claim): one that
+ * cannot would have every `publish` refused, or its batches refused by every follower.
+ */
+function checkKeySegmentOption(option: string, field: 'workerId' | 'incarnation', value: unknown): void {
+  try {
+    checkKeySegment(field, value);
+  } catch (error) {
+    if (error instanceof RankPartPublicationError) throw new InvalidInventoryOptionError(option, value, error.reason);
+    throw error;
+  }
 }
 
 /**
@@ -62,8 +79,8 @@ export class InventoryPublisher {
     checkStore('store', store);
     checkOptionsObject('options', options);
     const { workerId, incarnation, epoch, lease, prefix, keyPrefix } = options;
-    checkNonEmptyString('options.workerId', workerId);
-    checkNonEmptyString('options.incarnation', incarnation);
+    checkKeySegmentOption('options.workerId', 'workerId', workerId);
+    checkKeySegmentOption('options.incarnation', 'incarnation', incarnation);
     checkNonEmptyString('options.lease', lease);
     checkOptionalString('options.prefix', prefix);
     checkOptionalString('options.keyPrefix', keyPrefix);
