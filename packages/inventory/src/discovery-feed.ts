@@ -185,6 +185,10 @@ export class InventoryPublisher {
   }
 }
 
+/**
+ * The follower's callbacks. One that throws is reported as a process warning (`inventory: options.onComplete
+ * of followInventory threw: …`); the follower goes on with the rest of the notice.
+ */
 export interface InventoryFollowerOptions {
   readonly prefix?: string;
   /** A batch that failed validation (it is not applied). */
@@ -211,6 +215,23 @@ export interface InventoryFollower {
   close(): Promise<void>;
 }
 
+type FollowerCallback = 'onRejected' | 'onComplete' | 'onStatus';
+
+/** Calls a follower's callback; one that throws is reported as a process warning, and the follower goes on. */
+function callFollowerBack<Name extends FollowerCallback>(
+  options: InventoryFollowerOptions,
+  name: Name,
+  ...args: Parameters<NonNullable<InventoryFollowerOptions[Name]>>
+): void {
+  try {
+    (options[name] as ((...values: typeof args) => void) | undefined)?.(...args);
+  } catch (error) {
+    process.emitWarning(
+      `inventory: options.${name} of followInventory threw: ${error instanceof Error ? error.message : String(error)}`,
+    );
+  }
+}
+
 /** Loads every worker's latest batch into the inventory, then follows changes until closed. */
 export async function followInventory(
   store: DiscoveryStore,
@@ -229,10 +250,12 @@ export async function followInventory(
   const applyEntry = (entry: DiscoveryEntry) => {
     if (closed) return;
     const parsed = safeParseInventoryBatch(entry.value);
-    if (!parsed.success) return options.onRejected?.(entry.key, parsed.error);
+    if (!parsed.success) return callFollowerBack(options, 'onRejected', entry.key, parsed.error);
     const expectedWorker = entry.key.slice(prefix.length);
     if (parsed.data.workerId !== expectedWorker) {
-      return options.onRejected?.(
+      return callFollowerBack(
+        options,
+        'onRejected',
         entry.key,
         new InventoryEventError(
           'workerId',
@@ -248,10 +271,10 @@ export async function followInventory(
     } catch (error) {
       // A batch that claims another incarnation's epoch: refused like any bad batch, never thrown into the watch.
       if (!(error instanceof InventoryEventError)) throw error;
-      return options.onRejected?.(entry.key, error);
+      return callFollowerBack(options, 'onRejected', entry.key, error);
     }
     if (!wasComplete && inventory.completeEpoch(workerId) === epoch)
-      options.onComplete?.({ workerId, incarnation, epoch });
+      callFollowerBack(options, 'onComplete', { workerId, incarnation, epoch });
   };
   const replaceWith = (entries: readonly DiscoveryEntry[]) => {
     const present = new Set(entries.map((entry) => entry.key.slice(prefix.length)));
@@ -276,7 +299,7 @@ export async function followInventory(
           replaceWith(notice.snapshot.entries);
           return;
         default:
-          options.onStatus?.(notice);
+          callFollowerBack(options, 'onStatus', notice);
       }
     },
     { fromRevision: snapshot.revision + 1 },
