@@ -574,6 +574,13 @@ describe('RetainedInventory', () => {
     expect(bad(null)).toThrow(expect.objectContaining({ code: 'INVALID_INVENTORY_OPTION', option: 'options' }));
     expect(bad({ now: 5 })).toThrow(expect.objectContaining({ option: 'options.now' }));
     expect(bad({ now: () => Number.NaN })).toThrow(expect.objectContaining({ option: 'options.now' }));
+    // A clock in seconds, or a monotonic one: against it, every expiry (ms since the Unix epoch) would be decades away.
+    expect(bad({ now: () => Math.floor(Date.now() / 1000) })).toThrow(
+      expect.objectContaining({ code: 'INVALID_INVENTORY_OPTION', option: 'options.now' }),
+    );
+    expect(bad({ now: () => performance.now() })).toThrow(
+      expect.objectContaining({ option: 'options.now', message: expect.stringContaining('monotonic clock') }),
+    );
     expect(bad({ rehashStep: 2 })).toThrow(expect.objectContaining({ option: 'options.rehashStep', value: 2 }));
     expect(bad({ pruneStep: -1 })).toThrow(expect.objectContaining({ option: 'options.pruneStep' }));
     expect(bad({ expectedBlocks: Number.NaN })).toThrow('options.expectedBlocks = NaN is refused');

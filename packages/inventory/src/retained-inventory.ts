@@ -1,6 +1,6 @@
 import { InvalidInventoryOptionError, InventoryEventError } from './errors.js';
 import { checkFunction, checkOptionsObject } from './options.js';
-import { checkBlocks, checkEvents, type InventoryBatch, type RetentionTier } from './events.js';
+import { checkBlocks, checkEvents, type InventoryBatch, minExpiresAtMs, type RetentionTier } from './events.js';
 import { hashWords, maxTick, minRehashStep, RetainedTable } from './retained-table.js';
 
 /**
@@ -28,8 +28,8 @@ export interface AdvisoryRetainedPrefix {
 export interface RetainedInventoryOptions {
   /**
    * Wall clock in ms since the Unix epoch (default `Date.now`); expiries are compared with it. A reading
-   * that is no finite number is refused (`InvalidInventoryOptionError`) by the call that reads it, before
-   * that call changes anything.
+   * that is no finite number, or below 10^11 (seconds, a monotonic clock), is refused
+   * (`InvalidInventoryOptionError`) by the call that reads it, before that call changes anything.
    */
   readonly now?: () => number;
   /** Blocks to make room for up front (default 1,024); the index grows as needed anyway. */
@@ -55,6 +55,9 @@ export interface RetainedInventoryOptions {
 }
 
 const tierOffset: Record<RetentionTier, 0 | 1> = { gpu: 0, host: 1 };
+const secondsClockRefusal =
+  `must return milliseconds since the Unix epoch, as Date.now does; a reading below ${minExpiresAtMs} (March 1973) ` +
+  'is in seconds or from a monotonic clock (performance.now), against which no expiry would ever come';
 const tickMs = 100;
 
 /**
@@ -258,13 +261,15 @@ export class RetainedInventory {
   }
 
   /**
-   * The clock's reading, refused when it is no number of milliseconds: compared with it, every expiry would
-   * read as expired (Infinity) or as not alive (NaN), and a batch's stored blocks would be dropped.
+   * The clock's reading, refused when it is no number of milliseconds since the Unix epoch: compared with
+   * it, every expiry would read as expired (Infinity), as not alive (NaN) — a batch's stored blocks
+   * dropped — or as decades away (seconds, or a monotonic clock's ms since the process started).
    */
   private clockMs(): number {
     const ms = this.now();
     if (typeof ms !== 'number' || !Number.isFinite(ms))
       throw new InvalidInventoryOptionError('options.now', ms, 'must return milliseconds since the Unix epoch');
+    if (ms < minExpiresAtMs) throw new InvalidInventoryOptionError('options.now', ms, secondsClockRefusal);
     return ms;
   }
 
