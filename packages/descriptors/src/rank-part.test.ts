@@ -131,6 +131,11 @@ describe('rank parts', () => {
     const uneven = wire();
     uneven.parallel = { ...uneven.parallel, ppSize: 3 };
     expect(issuesOf(uneven)).toEqual([['parallel.ppSize', 3]]);
+    // A size that splits the heads but no deployment has: assembling its worker would list 2^24 missing ranks.
+    const huge = wire();
+    huge.parallel = { ...huge.parallel, tpSize: 2 ** 24 };
+    expect(issuesOf(huge)).toEqual([['parallel', huge.parallel]]);
+    expect(() => parseRankPart(huge)).toThrow('tpSize × ppSize = 16777216 ranks; a worker has at most 65536');
   });
 
   it('refuses to serialize an invalid part, with the same typed error', () => {

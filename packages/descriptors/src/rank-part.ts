@@ -9,6 +9,11 @@ import { toFieldIssues, unreadableInput } from './zod-issues.js';
 
 /** Offsets inside a bank are planned as JavaScript numbers, so a bank's block span stays below 2^53. */
 const SPAN_LIMIT = BigInt(Number.MAX_SAFE_INTEGER);
+/**
+ * The most ranks (tpSize × ppSize) one worker may have: assembling a worker lists every rank it lacks, so one
+ * part that claimed a size of 2^30 would have it build a billion entries.
+ */
+const MAX_WORKER_RANKS = 65_536;
 
 export const roles = ['prefill', 'decode', 'aggregated'] as const;
 export type Role = (typeof roles)[number];
@@ -44,6 +49,12 @@ function rankRuleViolations(
   };
   if (parallel.tpRank >= parallel.tpSize) report(['parallel', 'tpRank'], `must be below tpSize (${parallel.tpSize})`);
   if (parallel.ppRank >= parallel.ppSize) report(['parallel', 'ppRank'], `must be below ppSize (${parallel.ppSize})`);
+  if (parallel.tpSize * parallel.ppSize > MAX_WORKER_RANKS) {
+    report(
+      ['parallel'],
+      `tpSize × ppSize = ${parallel.tpSize * parallel.ppSize} ranks; a worker has at most ${MAX_WORKER_RANKS}`,
+    );
+  }
   const splitIssue = shardSplitIssue(geometry, parallel);
   if (splitIssue !== undefined) report(splitIssue.field.split('.'), splitIssue.rule);
   if (violations.length > 0) return violations;
