@@ -14,6 +14,7 @@ import {
   InvalidRankPartError,
   InvalidShardError,
   InvalidTransferTemplateError,
+  locatePiece,
   minimumBlockStride,
   pieceBytes,
   prepareTransfer,
@@ -80,5 +81,15 @@ describe('bad arguments get typed errors naming them', () => {
     expect(() => buildTransferTemplate(null as never, worker)).toThrow(InvalidRankPartError);
     expect(() => prepareTransfer(null as never)).toThrow(InvalidTransferTemplateError);
     expect(() => prepareTransfer(null as never)).toThrow(/request/);
+  });
+
+  it('refuses a part to locate a piece in that is no object, or no valid rank part', () => {
+    expect(() => locatePiece(null as never, 0, 0, 0)).toThrow(InvalidRankPartError);
+    expect(() => locatePiece(null as never, 0, 0, 0)).toThrow(/part = null/);
+    // A part put together by hand, never parsed: too few banks for its layers and planes.
+    const [part] = rankPartsFor({ geometry: qwen, tpSize: 1, ppSize: 1, blocks: 2 });
+    expect(() => locatePiece({ ...part!, banks: part!.banks.slice(0, 1) }, 0, 27, 1)).toThrow(
+      expect.objectContaining({ code: 'INVALID_RANK_PART', workerId: part!.workerId }),
+    );
   });
 });

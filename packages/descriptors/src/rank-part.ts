@@ -254,6 +254,7 @@ export function serializeRankPart(part: RankPart): RankPartWire {
 /**
  * Where the (block, local layer, plane) piece of a rank starts: the bank index (layer-separate: bank
  * `localLayer × kvPlanes + plane`, or `localLayer` when plane-strided) and the byte offset from that bank's start.
+ * A part the parser did not return is checked like `assembleWorker` checks it (`InvalidRankPartError`).
  */
 export function locatePiece(
   part: RankPart,
@@ -261,16 +262,22 @@ export function locatePiece(
   localLayer: number,
   plane: number,
 ): { bank: number; offset: bigint } {
-  const { geometry, parallel } = part;
+  if (typeof part !== 'object' || part === null) {
+    throw new InvalidRankPartError(undefined, undefined, [
+      { field: 'part', value: part, rule: 'a rank part (parseRankPart)' },
+    ]);
+  }
+  const checked = checkedRankPart(part);
+  const { geometry, parallel } = checked;
   const shard = deriveShard(geometry, parallel);
   const rank = { tpRank: parallel.tpRank, ppRank: parallel.ppRank };
   const inRange = (value: number, limit: number): boolean => Number.isInteger(value) && value >= 0 && value < limit;
   if (!inRange(localLayer, shard.layers.count))
     throw new PieceOutOfRangeError(rank, 'localLayer', localLayer, shard.layers.count);
   if (!inRange(plane, geometry.kvPlanes)) throw new PieceOutOfRangeError(rank, 'plane', plane, geometry.kvPlanes);
-  const { bank, within } = pieceSlot(geometry, shard, part.banks, localLayer, plane);
+  const { bank, within } = pieceSlot(geometry, shard, checked.banks, localLayer, plane);
   // A parsed rank part has exactly bankCount() banks, so this bank exists.
-  const { blocks, blockStride } = part.banks[bank] as Bank;
+  const { blocks, blockStride } = checked.banks[bank] as Bank;
   if (!inRange(block, blocks)) throw new PieceOutOfRangeError(rank, 'block', block, blocks);
   return { bank, offset: BigInt(block) * blockStride + BigInt(within) };
 }
