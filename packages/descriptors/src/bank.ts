@@ -2,6 +2,8 @@
 import { z } from 'zod';
 
 export const U64_LIMIT = 2n ** 64n;
+/** Offsets inside a bank are planned as JavaScript numbers, so a bank's block span stays below 2^53. */
+export const SPAN_LIMIT = BigInt(Number.MAX_SAFE_INTEGER);
 
 /** A 64-bit unsigned quantity: a decimal string on the wire, a bigint once parsed. */
 const u64 = z.codec(

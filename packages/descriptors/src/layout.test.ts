@@ -179,13 +179,18 @@ describe('layoutRankBanks', () => {
     ]);
     expect(refusal({ address: 0n, blocks: 1, alignment: 3 * 2 ** 32 })).toEqual(['alignment: must be a power of two']);
     expect(refusal(null as never)).toEqual(['options: must be { address, blocks, … }']);
+    // Banks no rank part could carry: more blocks than a bank holds, or a span past 2^53 (offsets are numbers).
+    expect(refusal({ address: 0n, blocks: 2 ** 31 })).toEqual(['blocks: must be a positive integer below 2^31']);
+    expect(refusal({ address: 0n, blocks: 2 ** 31 - 1, blockStride: 2 ** 23 })).toEqual([
+      'blocks: the banks would span 18014398501093376 bytes, which must stay below 2^53',
+    ]);
   });
 
   it('rejects options that cannot make valid banks, naming each', () => {
     const attempt = () => layoutRankBanks(qwen, whole, { address: [0n], blocks: 0, blockStride: 10, alignment: 3 });
     expect(attempt).toThrow(InvalidBankLayoutError);
     expect(attempt).toThrow(
-      /blocks = 0: must be a positive integer; blockStride = 10: must be an integer ≥ 131072; alignment = 3: must be a power of two; address = \[0n\]: must hold one address per bank \(56\)/,
+      /blocks = 0: must be a positive integer below 2\^31; blockStride = 10: must be an integer ≥ 131072; alignment = 3: must be a power of two; address = \[0n\]: must hold one address per bank \(56\)/,
     );
   });
 });

@@ -1,4 +1,4 @@
-import { type Bank, type MemKind, memKinds, U64_LIMIT } from './bank.js';
+import { type Bank, type MemKind, memKinds, positiveCount, SPAN_LIMIT, U64_LIMIT } from './bank.js';
 import { InvalidBankLayoutError, InvalidGeometryError, InvalidShardError, isObject } from './errors.js';
 import type { FieldIssue } from './field-issue.js';
 import { bytesPerElement, type Geometry } from './geometry.js';
@@ -174,8 +174,9 @@ export function layoutRankBanks(
   const defaultStride = planeStrided ? (geometry.kvPlanes - 1) * planeStride + piece : minimumStride;
   const { blocks, blockStride = defaultStride, memKind = 'dram', deviceId = 0, alignment = 4096 } = options;
   const issues: FieldIssue[] = [];
-  if (!Number.isInteger(blocks) || blocks < 1)
-    issues.push({ field: 'blocks', value: blocks, rule: 'must be a positive integer' });
+  // As a rank part's bank holds them, so that every layout it returns is one a rank part can carry.
+  if (!positiveCount.safeParse(blocks).success)
+    issues.push({ field: 'blocks', value: blocks, rule: 'must be a positive integer below 2^31' });
   if (!Number.isInteger(blockStride) || blockStride < minimumStride) {
     issues.push({ field: 'blockStride', value: blockStride, rule: `must be an integer ≥ ${minimumStride}` });
   }
@@ -212,6 +213,11 @@ export function layoutRankBanks(
     ]);
 
   const bytes = bankSpan(strides, piece, geometry.kvPlanes);
+  if (bytes > SPAN_LIMIT) {
+    throw new InvalidBankLayoutError([
+      { field: 'blocks', value: blocks, rule: `the banks would span ${bytes} bytes, which must stay below 2^53` },
+    ]);
+  }
   const align = BigInt(alignment);
   const banks: Bank[] = [];
   let next = typeof options.address === 'bigint' ? options.address : 0n;

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { type Bank, bankSchema, count, positiveCount, U64_LIMIT } from './bank.js';
+import { type Bank, bankSchema, count, positiveCount, SPAN_LIMIT, U64_LIMIT } from './bank.js';
 import { InvalidRankPartError, PieceOutOfRangeError } from './errors.js';
 import { geometrySchema, type SafeParseResult } from './geometry.js';
 import { bankCount, bankSpan, minimumBlockStride, pieceBytes, pieceSlot, planeOverlap } from './layout.js';
@@ -7,8 +7,6 @@ import type { RankId } from './rank-id.js';
 import { deriveShard, shardSplitIssue } from './shard.js';
 import { toFieldIssues, unreadableInput } from './zod-issues.js';
 
-/** Offsets inside a bank are planned as JavaScript numbers, so a bank's block span stays below 2^53. */
-const SPAN_LIMIT = BigInt(Number.MAX_SAFE_INTEGER);
 /**
  * The most ranks (tpSize × ppSize) one worker may have: assembling a worker lists every rank it lacks, so one
  * part that claimed a size of 2^30 would have it build a billion entries.
