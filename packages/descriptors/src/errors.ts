@@ -97,7 +97,10 @@ export class InvalidBlockListError extends DescriptorError {
   }
 }
 
-/** Something given as a transfer template that `buildTransferTemplate` did not build (or of another format). */
+/**
+ * Something given as a transfer template that `buildTransferTemplate` did not build (or of another format), or
+ * a transfer request or `materialize` options of the wrong shape.
+ */
 export class InvalidTransferTemplateError extends DescriptorError {
   readonly code = 'INVALID_TRANSFER_TEMPLATE';
   override readonly name = 'InvalidTransferTemplateError';

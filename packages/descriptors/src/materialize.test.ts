@@ -47,7 +47,7 @@ describe('materialize', () => {
     expect(firstDifference(run(plan), expected)).toBeUndefined();
   });
 
-  it('checks the blocks like prepareTransfer', () => {
+  it('checks the blocks like prepareTransfer, and its options', () => {
     const worker = workerFor({ geometry: qwen, tpSize: 1, ppSize: 1, blocks: 4 });
     expect(() =>
       materialize(
@@ -58,6 +58,13 @@ describe('materialize', () => {
         ]),
       ),
     ).toThrow(DuplicateDestinationBlockError);
+    // Options it cannot read are refused, not read as coalescing (a string 'false' is truthy).
+    const template = buildTransferTemplate(worker, worker);
+    for (const options of [null, { coalesce: 'false' }]) {
+      expect(() => materialize(template, asLists([[0, 1]]), options as never)).toThrow(
+        expect.objectContaining({ code: 'INVALID_TRANSFER_TEMPLATE', value: options }),
+      );
+    }
     expect(materialize(buildTransferTemplate(worker, worker), asLists([]))).toEqual({
       pairs: [],
       totalBytes: 0n,

@@ -1,4 +1,6 @@
+import { describeValue } from '@kvreuse/errors';
 import { blocksOutermost, DescriptorWriter } from './descriptor-writer.js';
+import { InvalidTransferTemplateError, isObject } from './errors.js';
 import type { PlanOptions, RankPairPlan, TransferPlan } from './transfer-plan.js';
 import { prepareTransfer, type TransferBlocks } from './prepared-transfer.js';
 import type { TransferTemplate } from './template.js';
@@ -32,6 +34,12 @@ export function materialize(
   options: PlanOptions = {},
 ): TransferPlan {
   const { sourceBlocks, destinationBlocks } = prepareTransfer({ template, ...blocks });
+  if (!isObject(options) || (options.coalesce !== undefined && typeof options.coalesce !== 'boolean')) {
+    throw new InvalidTransferTemplateError(
+      options,
+      `materialize's options must be { coalesce?: boolean }, got ${describeValue(options)}`,
+    );
+  }
   const n = sourceBlocks.length;
   if (n === 0) return { pairs: [], totalBytes: 0n, descriptorCount: 0 };
   const coalesce = options.coalesce ?? true;
