@@ -4,7 +4,7 @@ import perfHooks from 'node:perf_hooks';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { EndpointOptionError, MetricsPortError } from './errors.js';
-import { EndpointMetrics } from './metrics.js';
+import { EndpointMetrics, listenMetrics } from './metrics.js';
 import { pinMessageRefusals } from './pin-auth.js';
 
 /** The value of the series `name{labels}` in Prometheus' text format, whatever order its labels are written in. */
@@ -167,7 +167,7 @@ describe('EndpointMetrics', () => {
     await expect(fetch(`http://127.0.0.1:${listener.port}/metrics`)).rejects.toThrow();
   });
 
-  it('a port in use rejects with MetricsPortError naming the host and port; a bad port is refused before listening', async () => {
+  it('a port in use rejects with MetricsPortError naming the host and port; a bad port or host rejects with EndpointOptionError before listening', async () => {
     const taken = createServer();
     await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
     const address = taken.address();
@@ -187,11 +187,16 @@ describe('EndpointMetrics', () => {
     } finally {
       await new Promise((resolve) => taken.close(resolve));
     }
-    expect(() => new EndpointMetrics().listen(70_000)).toThrow('endpoint option metrics.port = 70000 is refused');
+    await expect(new EndpointMetrics().listen(70_000)).rejects.toThrow(
+      new EndpointOptionError('metrics.port', 70_000, 'a whole number from 0 to 65535'),
+    );
     // An empty host would listen on every interface.
     for (const host of ['', 'no host', 5])
-      expect(() => new EndpointMetrics().listen(0, host as string)).toThrow(
+      await expect(new EndpointMetrics().listen(0, host as string)).rejects.toThrow(
         new EndpointOptionError('metrics.host', host, 'an IPv4 or IPv6 address or a host name'),
       );
+    await expect(listenMetrics(new Registry(), -1)).rejects.toThrow(
+      new EndpointOptionError('metrics.port', -1, 'a whole number from 0 to 65535'),
+    );
   });
 });

@@ -236,11 +236,16 @@ export class EndpointMetrics {
 /**
  * Serves `registry`'s metrics at `GET /metrics` on `host` (127.0.0.1 unless given) and `port` (0 picks a
  * free one); resolves once listening. Anything else gets 404. A port that is no TCP port, or a host that is
- * no IP address or host name, throws `EndpointOptionError`. A port in use (or an address that cannot be
- * listened on) rejects with `MetricsPortError` naming the host, the port and the system's code. Any
+ * no IP address or host name, rejects with `EndpointOptionError` before listening. A port in use (or an
+ * address that cannot be listened on) rejects with `MetricsPortError` naming the host, the port and the
+ * system's code. Any
  * registry: an endpoint's (`EndpointMetrics.listen`), a router's (`RouterMetrics` of @kvreuse/router), or one of both.
  */
-export function listenMetrics(registry: Registry, port: number, host = '127.0.0.1'): Promise<MetricsListener> {
+export async function listenMetrics(
+  registry: Registry,
+  port: number,
+  host = '127.0.0.1',
+): Promise<MetricsListener> {
   if (!Number.isInteger(port) || port < 0 || port > 65535)
     throw new EndpointOptionError('metrics.port', port, 'a whole number from 0 to 65535');
   // An empty host would have the server listen on every interface.
