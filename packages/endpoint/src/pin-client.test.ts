@@ -273,6 +273,29 @@ describe('PinClient', () => {
     expect(client.heldPins).toBe(0);
   });
 
+  it('refuses options of another shape with EndpointOptionError naming the option', async () => {
+    const { readerChannel } = await pair();
+    const options: PinClientOptions = {
+      channel: readerChannel,
+      reader: { workerId: 'dst', incarnation: 'r-1', rank: { tpRank: 0, ppRank: 0 } },
+      answerTimeoutMs: 500,
+    };
+    const rule = 'PinClient options: { channel, reader, answerTimeoutMs, clock?, onHeldChange? }';
+    expect(() => new PinClient(undefined as never)).toThrow(new EndpointOptionError('options', undefined, rule));
+    expect(() => new PinClient(null as never)).toThrow(new EndpointOptionError('options', null, rule));
+    expect(() => new PinClient(500 as never)).toThrow(new EndpointOptionError('options', 500, rule));
+    expect(() => new PinClient({ ...options, channel: {} as never })).toThrow(
+      new EndpointOptionError('channel', {}, "this agent's PinChannel"),
+    );
+    expect(() => new PinClient({ ...options, reader: 'dst' as never })).toThrow(
+      new EndpointOptionError('reader', 'dst', 'this rank as its sources name it: { workerId, incarnation, rank }'),
+    );
+    expect(() => new PinClient({ ...options, onHeldChange: 1 as never })).toThrow(
+      new EndpointOptionError('onHeldChange', 1, 'a function'),
+    );
+    expect(new PinClient(options).heldPins).toBe(0);
+  });
+
   it('refuses as not-source a revocation or confirmation of a pin sent by another member of the cluster', async () => {
     const { client, readerAgent, readerChannel, secret, pin, toReader } = await pair();
     const held = await pin([10n]);

@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import type { RankId } from '@kvreuse/descriptors';
 import { type Clock, systemClock } from '@kvreuse/drain';
 import type { Notification, Peer, PeerEvent } from '@kvreuse/native-bindings';
-import { checkMethods, checkObject } from './argument-shapes.js';
+import { checkFunction, checkMethods, checkObject } from './argument-shapes.js';
 import { type Deferred, deferred } from './deferred.js';
 import {
   describeRank,
@@ -19,7 +19,7 @@ import {
   SourceUnresponsiveError,
 } from './errors.js';
 import { tellEach } from './listeners.js';
-import { type PinChannel } from './pin-auth.js';
+import { PinChannel } from './pin-auth.js';
 import { looksLikePinMessage, type PinGrantMessage, type PinMessage, type PinRefusalReason } from './pin-messages.js';
 import type { HeldPin, PinLoss, PinLossReason } from './pins.js';
 
@@ -141,7 +141,13 @@ export class PinClient {
   #malformed = 0;
   #closed = false;
 
+  /** Refuses options of another shape (`EndpointOptionError` naming the option). */
   constructor(options: PinClientOptions) {
+    checkObject('options', options, 'PinClient options: { channel, reader, answerTimeoutMs, clock?, onHeldChange? }');
+    if (!(options.channel instanceof PinChannel))
+      throw new EndpointOptionError('channel', options.channel, "this agent's PinChannel");
+    checkObject('reader', options.reader, 'this rank as its sources name it: { workerId, incarnation, rank }');
+    checkFunction('onHeldChange', options.onHeldChange, true);
     if (!Number.isSafeInteger(options.answerTimeoutMs) || options.answerTimeoutMs < 1) {
       throw new EndpointOptionError('answerTimeoutMs', options.answerTimeoutMs, 'a whole number of milliseconds ≥ 1');
     }
