@@ -63,7 +63,7 @@ async function setup(
   };
 }
 
-type AdapterCalls = Partial<Pick<PinAdapter, 'renewPin' | 'releasePin'>> & {
+type AdapterCalls = Partial<Pick<PinAdapter, 'renewPin' | 'releasePin' | 'cancelPin'>> & {
   /** Where given, the pool answers each request once what this returns for its hashes resolves. */
   readonly beforeGrant?: (hashes: readonly bigint[]) => Promise<void>;
 };
@@ -80,7 +80,7 @@ function withAdapterCalls(pool: BlockPool, calls: AdapterCalls): PinAdapter {
           },
     renewPin: calls.renewPin ?? pool.renewPin.bind(pool),
     releasePin: calls.releasePin ?? pool.releasePin.bind(pool),
-    cancelPin: pool.cancelPin.bind(pool),
+    cancelPin: calls.cancelPin ?? pool.cancelPin.bind(pool),
     onEvicted: pool.onEvicted.bind(pool),
   };
 }
@@ -590,6 +590,128 @@ describe('PinServer', () => {
       ]);
       expect([server.heldPins, pool.pinsOn(0)]).toEqual([0, 0]);
       expect(await exchange(request('p2', [11n]))).toMatchObject({ kind: 'grant', pinId: 'p2' });
+    } finally {
+      warn.mockRestore();
+    }
+  });
+
+  it("refuses a renewal as evicted, cancels the pin and warns when its adapter's renewPin throws; the next request is granted", async () => {
+    const warn = vi.spyOn(process, 'emitWarning').mockImplementation(() => undefined);
+    try {
+      const { server, grant, exchange, pool, readerChannel, readerAgent, sourceAgent, sourcePeer } = await setup(
+        {},
+        {
+          renewPin: () => {
+            throw new Error('engine IPC down');
+          },
+        },
+      );
+      const grantId = await grant(request('p1', [10n]));
+      readerChannel.send(sourcePeer, { kind: 'renew', pinId: grantId, sequence: 1 });
+      expect(await answered(server, await sourceAgent.nextNotification())).toBe(true);
+      // Answered, not left to the reader's lease.
+      expect(server.unansweredMessages).toBe(0);
+      expect(readerChannel.open(await readerAgent.nextNotification())).toEqual({
+        kind: 'refuse',
+        pinId: grantId,
+        reason: 'evicted',
+      });
+      expect(warn.mock.calls.map(([message]) => message)).toEqual([
+        "endpoint: a pin adapter's renewPin threw: engine IPC down",
+      ]);
+      expect([server.heldPins, pool.pinsOn(0)]).toEqual([0, 0]);
+      expect(await exchange(request('p2', [10n]))).toMatchObject({ kind: 'grant', pinId: 'p2' });
+    } finally {
+      warn.mockRestore();
+    }
+  });
+
+  it("answers a release as released, and warns, when its adapter's releasePin rejects, as it does at a lapse; the next request is granted", async () => {
+    const warn = vi.spyOn(process, 'emitWarning').mockImplementation(() => undefined);
+    try {
+      const releases: string[] = [];
+      const lapseReleased = deferred<void>();
+      const { server, grant, exchange, clock, readerChannel, readerAgent, sourceAgent, sourcePeer } = await setup(
+        {},
+        {
+          releasePin: (pinId) => {
+            releases.push(pinId);
+            if (releases.length === 2) lapseReleased.resolve();
+            return Promise.reject(new Error('engine IPC down'));
+          },
+        },
+      );
+      const released = await grant(request('released', [10n]));
+      readerChannel.send(sourcePeer, { kind: 'release', pinId: released, sequence: 1 });
+      expect(await answered(server, await sourceAgent.nextNotification())).toBe(true);
+      expect(server.unansweredMessages).toBe(0);
+      expect(readerChannel.open(await readerAgent.nextNotification())).toEqual({ kind: 'released', pinId: released });
+      const lapsed = await grant(request('lapsed', [11n]));
+      clock.advance(1000);
+      await lapseReleased.promise;
+      await nextTurn();
+      expect(releases).toEqual([released, lapsed]);
+      expect(warn.mock.calls.map(([message]) => message)).toEqual([
+        "endpoint: a pin adapter's releasePin threw: engine IPC down",
+        "endpoint: a pin adapter's releasePin threw: engine IPC down",
+      ]);
+      expect(server.heldPins).toBe(0);
+      expect(await exchange(request('p3', [12n]))).toMatchObject({ kind: 'grant', pinId: 'p3' });
+    } finally {
+      warn.mockRestore();
+    }
+  });
+
+  it("revokes and refuses all the same, and warns, when its adapter's cancelPin throws", async () => {
+    const warn = vi.spyOn(process, 'emitWarning').mockImplementation(() => undefined);
+    try {
+      const asked = deferred<void>();
+      const granting = deferred<void>();
+      const { server, grant, readerChannel, readerAgent, sourceAgent, sourcePeer } = await setup(
+        {},
+        {
+          cancelPin: () => {
+            throw new Error('engine IPC down');
+          },
+          beforeGrant: (hashes) => {
+            if (hashes[0] !== 12n) return Promise.resolve();
+            asked.resolve();
+            return granting.promise;
+          },
+        },
+      );
+      const held = await grant(request('held', [10n]));
+      // A request its adapter answers only once new pins are refused: granted, then cancelled and refused.
+      readerChannel.send(sourcePeer, request('late', [12n]));
+      expect(server.receive(await sourceAgent.nextNotification())).toBe(true);
+      await asked.promise;
+      server.refuseNewPins();
+      granting.resolve();
+      await server.settled();
+      expect(server.unansweredMessages).toBe(0);
+      expect(readerChannel.open(await readerAgent.nextNotification())).toEqual({
+        kind: 'refuse',
+        pinId: 'late',
+        reason: 'shutting-down',
+      });
+      // A pin still held at the deadline: revoked.
+      const controller = new AbortController();
+      controller.abort();
+      expect(await server.waitForReaders(readerWait(5000, controller))).toMatchObject({
+        outstanding: 1,
+        pins: [{ pinId: held, ended: 'revoked' }],
+      });
+      expect(readerChannel.open(await readerAgent.nextNotification())).toEqual({
+        kind: 'revoke',
+        pinId: held,
+        reason: 'shutting-down',
+      });
+      expect(warn.mock.calls.map(([message]) => message)).toEqual([
+        "endpoint: a pin adapter's cancelPin threw: engine IPC down",
+        "endpoint: a pin adapter's cancelPin threw: engine IPC down",
+      ]);
+      expect(server.heldPins).toBe(0);
+      await server.engineGone();
     } finally {
       warn.mockRestore();
     }

@@ -252,14 +252,14 @@ export class PinServer {
     // Refusing began while the adapter answered: a drain has stopped waiting for new grants.
     if (this.#refusing !== undefined) {
       const reason = this.#refusing;
-      await this.#options.adapter.cancelPin(grantId);
+      await this.#adapterEnd('cancelPin', grantId);
       return refuse(reason);
     }
     try {
       // Sent before the pin is held: nothing the reader sends back can be taken before the pin is recorded below.
       this.#send(peer, this.#grantOf(request, grantId, blocks));
     } catch (error) {
-      await this.#options.adapter.cancelPin(grantId);
+      await this.#adapterEnd('cancelPin', grantId);
       throw error;
     }
     const pin: HeldServedPin = {
@@ -288,6 +288,28 @@ export class PinServer {
     } catch (error) {
       warnOfThrow("a pin adapter's requestPin", error);
       return undefined;
+    }
+  }
+
+  /**
+   * Whether the adapter still holds `pinId`: `unknown` when its `renewPin` answers false, `failed` when it throws
+   * (a process warning; the pin is then cancelled, `cancelPin`, as the adapter may still hold it).
+   */
+  async #adapterRenewal(pinId: string): Promise<'renewed' | 'unknown' | 'failed'> {
+    try {
+      return (await this.#options.adapter.renewPin(pinId)) ? 'renewed' : 'unknown';
+    } catch (error) {
+      warnOfThrow("a pin adapter's renewPin", error);
+      return 'failed';
+    }
+  }
+
+  /** Tells the adapter a pin ended (`method`); one that throws is a process warning: the pin has ended here all the same. */
+  async #adapterEnd(method: 'releasePin' | 'cancelPin', pinId: string): Promise<void> {
+    try {
+      await this.#options.adapter[method](pinId);
+    } catch (error) {
+      warnOfThrow(`a pin adapter's ${method}`, error);
     }
   }
 
@@ -367,12 +389,15 @@ export class PinServer {
     const { pinId, peer } = pin;
     // Ended while an earlier message of the pin was answered (a lapse, a revocation): the adapter is not asked.
     if (pin.ended !== undefined) return this.#send(peer, { kind: 'refuse', pinId, reason: this.#notHeldReason() });
-    const renewed = await this.#options.adapter.renewPin(pinId);
+    const renewal = await this.#adapterRenewal(pinId);
     // Ended while the adapter answered: released, or revoked by the engine's end.
     if (pin.ended !== undefined) return this.#send(peer, { kind: 'refuse', pinId, reason: this.#notHeldReason() });
-    if (!renewed) {
+    if (renewal !== 'renewed') {
       const ended = this.#end(pin, 'revoked');
-      return this.#lastAnswer(pin, ended, () => this.#send(peer, { kind: 'refuse', pinId, reason: 'evicted' }));
+      return this.#lastAnswer(pin, ended, async () => {
+        if (renewal === 'failed') await this.#adapterEnd('cancelPin', pinId);
+        this.#send(peer, { kind: 'refuse', pinId, reason: 'evicted' });
+      });
     }
     this.#extend(pin);
     this.#send(peer, { kind: 'renewed', pinId, leaseMs: this.#options.leaseMs });
@@ -386,7 +411,7 @@ export class PinServer {
   async #releaseHeld(pin: HeldServedPin): Promise<void> {
     const ended = this.#end(pin, 'released');
     await this.#lastAnswer(pin, ended, async () => {
-      if (ended) await this.#options.adapter.releasePin(pin.pinId);
+      if (ended) await this.#adapterEnd('releasePin', pin.pinId);
       this.#send(pin.peer, { kind: 'released', pinId: pin.pinId });
     });
   }
@@ -394,7 +419,7 @@ export class PinServer {
   async #revoke(pin: HeldServedPin, reason: PinRevocationReason): Promise<void> {
     if (!this.#end(pin, 'revoked')) return;
     await this.#lastAnswer(pin, true, async () => {
-      await this.#options.adapter.cancelPin(pin.pinId);
+      await this.#adapterEnd('cancelPin', pin.pinId);
       try {
         this.#send(pin.peer, { kind: 'revoke', pinId: pin.pinId, reason });
       } catch {
@@ -432,7 +457,7 @@ export class PinServer {
   async #lapseUnlessRenewed(pin: HeldServedPin): Promise<void> {
     await pin.handling;
     if (pin.timer === undefined && this.#end(pin, 'lapsed'))
-      await this.#lastAnswer(pin, true, () => this.#options.adapter.releasePin(pin.pinId));
+      await this.#lastAnswer(pin, true, () => this.#adapterEnd('releasePin', pin.pinId));
   }
 
   /**
