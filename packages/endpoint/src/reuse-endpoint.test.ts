@@ -324,6 +324,70 @@ describe('ReuseEndpoint', () => {
     },
   );
 
+  it('close() while registering refuses the publish() and drain() called before the registration ends: they never run beside the close', async () => {
+    const store = openStore();
+    const { endpoint, transitions } = await rankEndpoint(store, 0);
+    let closing: ReturnType<ReuseEndpoint['close']> | undefined;
+    const refused: Promise<unknown>[] = [];
+    endpoint.onTransition(({ to }) => {
+      if (to === 'registering') closing = endpoint.close();
+      // Registered, the act not yet ended: the close still waits for it.
+      if (to === 'registered')
+        refused.push(
+          expect(endpoint.publish()).rejects.toThrow(new EndpointStateError('publish', 'closing', ['registered'])),
+          expect(endpoint.drain({ deadlineMs: 1_000 })).rejects.toThrow(
+            new EndpointStateError('drain', 'closing', ['registered', 'published', 'ready']),
+          ),
+        );
+    });
+    await endpoint.register();
+    expect((await (closing as ReturnType<ReuseEndpoint['close']>)).report.banksReturned).toHaveLength(56);
+    expect(refused).toHaveLength(2);
+    await Promise.all(refused);
+    expect(transitions.map(({ to }) => to)).toEqual([
+      'registering',
+      'registered',
+      'draining',
+      'drained',
+      'closing',
+      'closed',
+    ]);
+    expect((await store.list('')).entries.map(({ key }) => key).filter((key) => !/\/epochs?(\/|$)/.test(key))).toEqual(
+      [],
+    );
+  });
+
+  it('once close() is called, register(), publish() and drain() are refused naming closing before the close moves', async () => {
+    const store = openStore();
+    const never = await rankEndpoint(store, 0);
+    const closingNever = never.endpoint.close();
+    expect(never.endpoint.state).toBe('created');
+    await expect(never.endpoint.register()).rejects.toThrow(new EndpointStateError('register', 'closing', ['created']));
+    expect((await closingNever).report.banksReturned).toHaveLength(56);
+    expect(never.transitions.map(({ to }) => to)).toEqual(['closing', 'closed']);
+
+    const { endpoint, transitions } = await rankEndpoint(store, 1);
+    await endpoint.register();
+    const closing = endpoint.close();
+    expect(endpoint.state).toBe('registered');
+    const refused = [
+      expect(endpoint.publish()).rejects.toThrow(new EndpointStateError('publish', 'closing', ['registered'])),
+      expect(endpoint.drain({ deadlineMs: 1_000 })).rejects.toThrow(
+        'drain is not allowed while the endpoint is closing (only while registered, published, ready)',
+      ),
+    ];
+    await Promise.all(refused);
+    expect((await closing).report.banksReturned).toHaveLength(56);
+    expect(transitions.map(({ to }) => to)).toEqual([
+      'registering',
+      'registered',
+      'draining',
+      'drained',
+      'closing',
+      'closed',
+    ]);
+  });
+
   it('close() while draining: waits for the drain to end, then closes', async () => {
     const store = openStore();
     const { endpoint, transitions } = await rankEndpoint(store, 0);

@@ -57,6 +57,7 @@ import {
   EndpointLifecycle,
   EndpointNotReadyError,
   type EndpointState,
+  EndpointStateError,
   endpointStates,
   type EndpointTransition,
 } from './lifecycle.js';
@@ -148,6 +149,8 @@ export class ReuseEndpoint {
   #shutdown: Promise<EndpointShutdownResult> | undefined;
   /** Settles once the register(), publish() or drain() under way has ended, either way: a close() waits for it. */
   #actUnderWay: Promise<void> | undefined;
+  /** Aborted by the first close() that takes its options: later acts are refused. */
+  readonly #closeCalled = new AbortController();
   #metricsListener: MetricsListener | undefined;
 
   constructor(options: ReuseEndpointOptions) {
@@ -458,7 +461,7 @@ export class ReuseEndpoint {
   async register(
     options: { readonly timeoutMs?: number; readonly signal?: AbortSignal } = {},
   ): Promise<RegisteredRank> {
-    this.#lifecycle.require('register', ['created']);
+    this.#requireAct('register', ['created']);
     const registration = checkedRegisterOptions(options);
     return this.#act(async () => {
       this.#lifecycle.move('registering', 'register()');
@@ -487,6 +490,15 @@ export class ReuseEndpoint {
     });
   }
 
+  /**
+   * `EndpointStateError` unless the endpoint is in one of `allowed` and no close() was called: once one was, the
+   * error names `closing`, although the close may still be waiting for the act under way before it moves.
+   */
+  #requireAct(operation: string, allowed: readonly EndpointState[]): void {
+    this.#lifecycle.require(operation, allowed);
+    if (this.#closeCalled.signal.aborted) throw new EndpointStateError(operation, 'closing', allowed);
+  }
+
   /** Runs `act` (a register, publish or drain, from its first move on), marking it as the act a close() waits for. */
   async #act<T>(act: () => Promise<T>): Promise<T> {
     const ended = deferred<void>();
@@ -504,7 +516,7 @@ export class ReuseEndpoint {
    * the endpoint is `ready` while every rank of this incarnation is published and every gate passes.
    */
   async publish(): Promise<void> {
-    this.#lifecycle.require('publish', ['registered']);
+    this.#requireAct('publish', ['registered']);
     const registered = this.#registered as RegisteredRank;
     const { discovery, secret, worker, agent, settings, keyPrefix } = this.#options;
     return this.#act(async () => {
@@ -605,7 +617,7 @@ export class ReuseEndpoint {
    * least 0, are refused (`EndpointOptionError`) before anything moves.
    */
   async drain(options: { readonly deadlineMs: number }): Promise<EndpointDrainReport> {
-    this.#lifecycle.require('drain', ['registered', 'published', 'ready']);
+    this.#requireAct('drain', ['registered', 'published', 'ready']);
     const deadlineMs = deadlineOf(options, 'drain');
     return this.#act(async () => {
       this.#lifecycle.move('draining', `drain({ deadlineMs: ${deadlineMs} })`);
@@ -656,8 +668,9 @@ export class ReuseEndpoint {
    * awaiting a pin ends with `READER_CLOSED`) and last the metrics listener (so the drain can be watched).
    * Its report lists the pins waited for, as `drain()`'s does. Called while a `register()`, `publish()` or
    * `drain()` is under way, it first waits for that to end (either way; the time counts against `deadlineMs`),
-   * then closes from where it ended: nothing is left registered or published. Idempotent: later calls return the first
-   * result. Options that are no object, or a `deadlineMs` that is not a whole number of milliseconds, at
+   * then closes from where it ended: nothing is left registered or published. From the call on, `register()`,
+   * `publish()` and `drain()` are refused with `EndpointStateError` naming `closing`. Idempotent: later calls
+   * return the first result. Options that are no object, or a `deadlineMs` that is not a whole number of milliseconds, at
    * least 0, are refused (`EndpointOptionError`) before anything moves.
    */
   close(options: { readonly deadlineMs?: number } = {}): Promise<EndpointShutdownResult> {
@@ -669,6 +682,7 @@ export class ReuseEndpoint {
     } catch (error) {
       return Promise.reject(error);
     }
+    this.#closeCalled.abort();
     const act = this.#actUnderWay;
     // Without an act under way the close begins now: its deadline counts from this call.
     const closing = act === undefined ? this.#close(deadlineMs) : this.#afterAct(act, deadlineMs);
