@@ -6,6 +6,7 @@ import { ClusterSecret, MemoryDiscoveryStore } from '@kvreuse/discovery';
 import { Bank, kvreuseOwner, type WorkerIdentity } from '@kvreuse/registry';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { BlockPool } from './block-pool.js';
+import { deferred } from './deferred.js';
 import { EndpointOptionError, MetricsPortError } from './errors.js';
 import { EndpointNotReadyError, EndpointStateError } from './lifecycle.js';
 import type { EndpointTransition } from './lifecycle.js';
@@ -297,32 +298,28 @@ describe('ReuseEndpoint', () => {
     expect(transitions.map(({ to }) => to)).toEqual(['registering', 'created', 'closing', 'closed']);
   });
 
-  it.each(['registering', 'publishing'] as const)(
-    'close() while %s (a shutdown signal then): waits for it to end, then drains and closes, nothing left registered or published',
-    async (during) => {
-      const store = openStore();
-      const { endpoint, transitions } = await rankEndpoint(store, 0);
-      let closing: ReturnType<ReuseEndpoint['close']> | undefined;
-      endpoint.onTransition(({ to }) => {
-        if (to === during) closing = endpoint.close();
-      });
-      await endpoint.register();
-      if (during === 'publishing') await endpoint.publish();
-      expect(closing).toBeDefined();
-      const closed = await (closing as ReturnType<ReuseEndpoint['close']>);
-      expect(closed).toMatchObject({ agentDestroyed: true, banksRetained: [] });
-      expect(closed.report.banksReturned).toHaveLength(56);
-      expect(transport.counters()).toMatchObject({ liveRegistrations: 0, liveAllocations: 0 });
-      // Only the worker's epoch bookkeeping stays in discovery: no rank part, no inventory.
-      const keys = (await store.list('')).entries.map(({ key }) => key);
-      expect(keys.filter((key) => !/\/epochs?(\/|$)/.test(key))).toEqual([]);
-      const acts =
-        during === 'registering'
-          ? ['registering', 'registered']
-          : ['registering', 'registered', 'publishing', 'published'];
-      expect(transitions.map(({ to }) => to)).toEqual([...acts, 'draining', 'drained', 'closing', 'closed']);
-    },
-  );
+  it('close() while registering (a shutdown signal then): waits for it to end, then drains and closes, nothing left registered', async () => {
+    const store = openStore();
+    const { endpoint, transitions } = await rankEndpoint(store, 0);
+    let closing: ReturnType<ReuseEndpoint['close']> | undefined;
+    endpoint.onTransition(({ to }) => {
+      if (to === 'registering') closing = endpoint.close();
+    });
+    await endpoint.register();
+    expect(closing).toBeDefined();
+    const closed = await (closing as ReturnType<ReuseEndpoint['close']>);
+    expect(closed).toMatchObject({ agentDestroyed: true, banksRetained: [] });
+    expect(closed.report.banksReturned).toHaveLength(56);
+    expect(transport.counters()).toMatchObject({ liveRegistrations: 0, liveAllocations: 0 });
+    expect(transitions.map(({ to }) => to)).toEqual([
+      'registering',
+      'registered',
+      'draining',
+      'drained',
+      'closing',
+      'closed',
+    ]);
+  });
 
   it('close() while registering refuses the publish() and drain() called before the registration ends: they never run beside the close', async () => {
     const store = openStore();
@@ -386,6 +383,59 @@ describe('ReuseEndpoint', () => {
       'closing',
       'closed',
     ]);
+  });
+
+  it('close() while publishing stops the publication at once, its discovery call still unanswered, and gives back what that call published once it answers', async () => {
+    const store = openStore();
+    const leaseAsked = deferred<void>();
+    const leaseAnswer = deferred<void>();
+    const leaseRevoked = deferred<void>();
+    // The store's first lease is granted only once the test says so; a revoked lease is reported.
+    const held = new Proxy(store, {
+      get(target, key) {
+        if (key === 'grantLease')
+          return async (ttlMs: number) => {
+            leaseAsked.resolve();
+            await leaseAnswer.promise;
+            return target.grantLease(ttlMs);
+          };
+        if (key === 'revokeLease')
+          return async (lease: Parameters<MemoryDiscoveryStore['revokeLease']>[0]) => {
+            await target.revokeLease(lease);
+            leaseRevoked.resolve();
+          };
+        const value: unknown = Reflect.get(target, key, target);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const { endpoint, transitions } = await rankEndpoint(held, 0);
+    await endpoint.register();
+    const refused = expect(endpoint.publish()).rejects.toThrow(
+      new EndpointStateError('publish', 'closing', ['registered']),
+    );
+    await leaseAsked.promise;
+    const closed = await endpoint.close();
+    await refused;
+    expect(closed).toMatchObject({ agentDestroyed: true, banksRetained: [] });
+    expect(closed.report.banksReturned).toHaveLength(56);
+    expect(transitions.map(({ to }) => to)).toEqual([
+      'registering',
+      'registered',
+      'publishing',
+      'registered',
+      'draining',
+      'drained',
+      'closing',
+      'closed',
+    ]);
+    expect(transitions[3]?.reason).toBe(
+      'publication failed: publish is not allowed while the endpoint is closing (only while registered)',
+    );
+    leaseAnswer.resolve();
+    await leaseRevoked.promise;
+    expect((await store.list('')).entries.map(({ key }) => key).filter((key) => !/\/epochs?(\/|$)/.test(key))).toEqual(
+      [],
+    );
   });
 
   it('close() while draining: waits for the drain to end, then closes', async () => {

@@ -39,6 +39,7 @@ import {
   ownedOptions,
   type ReuseEndpointOptions,
 } from './endpoint-options.js';
+import { unlessAborted } from './abortable.js';
 import { deferred } from './deferred.js';
 import { EndpointOptionError } from './errors.js';
 import type { PullReceipt } from './pull-receipt.js';
@@ -149,7 +150,7 @@ export class ReuseEndpoint {
   #shutdown: Promise<EndpointShutdownResult> | undefined;
   /** Settles once the register(), publish() or drain() under way has ended, either way: a close() waits for it. */
   #actUnderWay: Promise<void> | undefined;
-  /** Aborted by the first close() that takes its options: later acts are refused. */
+  /** Aborted by the first close() that takes its options: later acts are refused, and a publication under way stops. */
   readonly #closeCalled = new AbortController();
   #metricsListener: MetricsListener | undefined;
 
@@ -513,7 +514,8 @@ export class ReuseEndpoint {
 
   /**
    * Publishes this rank's part under a lease (`startRankPublication`) and follows the worker's readiness:
-   * the endpoint is `ready` while every rank of this incarnation is published and every gate passes.
+   * the endpoint is `ready` while every rank of this incarnation is published and every gate passes. A
+   * `close()` stops it at once: it rejects with `EndpointStateError` naming `closing`, nothing left published.
    */
   async publish(): Promise<void> {
     this.#requireAct('publish', ['registered']);
@@ -530,17 +532,27 @@ export class ReuseEndpoint {
           host === undefined ? {} : { host },
         );
         const prefix = keyPrefix === undefined ? {} : { keyPrefix };
-        this.#publication = await startRankPublication(discovery, [part], {
-          leaseTtlMs: settings.discovery.leaseTtlMs,
-          ...prefix,
-        });
-        this.#readiness = await watchWorkerReadiness(discovery, worker.workerId, {
-          onChange: (readiness) => this.#onReadiness(readiness),
-          ...(this.#options.gates === undefined ? {} : { gates: this.#options.gates }),
-          ...(this.#options.admissionGate === undefined ? {} : { admissionGate: this.#options.admissionGate }),
-          ...prefix,
-        });
-        if (this.#options.serve !== undefined) await this.#serve(this.#options.serve, this.#publication);
+        const publication = await this.#unlessClosing(
+          () => startRankPublication(discovery, [part], { leaseTtlMs: settings.discovery.leaseTtlMs, ...prefix }),
+          (late) => late.withdraw(),
+        );
+        this.#publication = publication;
+        this.#readiness = await this.#unlessClosing(
+          () =>
+            watchWorkerReadiness(discovery, worker.workerId, {
+              onChange: (readiness) => this.#onReadiness(readiness),
+              ...(this.#options.gates === undefined ? {} : { gates: this.#options.gates }),
+              ...(this.#options.admissionGate === undefined ? {} : { admissionGate: this.#options.admissionGate }),
+              ...prefix,
+            }),
+          (late) => late.close(),
+        );
+        const { serve } = this.#options;
+        if (serve !== undefined)
+          await this.#unlessClosing(
+            () => this.#serve(serve, publication),
+            (late) => late.withdrawInventory(),
+          );
       } catch (error) {
         this.#stopServing?.();
         await this.#sourceSide?.withdrawInventory().catch(() => undefined);
@@ -564,8 +576,30 @@ export class ReuseEndpoint {
     });
   }
 
-  /** Starts answering pin requests and publishes the retained inventory (a failed publication leaves nothing served). */
-  async #serve(serve: ServeOptions, publication: RankPublication): Promise<void> {
+  /**
+   * One step of a publication: `start()`'s outcome, unless close() is called before it settles. Then the
+   * publication is refused at once (`EndpointStateError` naming `closing`; the close withdraws what it
+   * published), and what the step holds once it settles is given back (`giveBack`).
+   */
+  async #unlessClosing<T>(start: () => Promise<T>, giveBack: (late: T) => Promise<unknown>): Promise<T> {
+    const closeCalled = this.#closeCalled.signal;
+    const refused = (): EndpointStateError => new EndpointStateError('publish', 'closing', ['registered']);
+    if (closeCalled.aborted) throw refused();
+    const step = start();
+    try {
+      return await unlessAborted(step, closeCalled);
+    } catch (error) {
+      if (error !== closeCalled.reason) throw error;
+      void step.then(giveBack).catch(() => undefined);
+      throw refused();
+    }
+  }
+
+  /**
+   * Starts answering pin requests and publishes the retained inventory (a failed publication leaves nothing
+   * served); resolves with the source side once its inventory is published.
+   */
+  async #serve(serve: ServeOptions, publication: RankPublication): Promise<SourceSide> {
     const { agent, discovery, secret, keyPrefix, worker, rank, settings, metrics } = this.#options;
     const source = new SourceSide({
       agent,
@@ -587,6 +621,7 @@ export class ReuseEndpoint {
     this.#sourceSide = source;
     this.#stopServing = this.#notifications.addHandler((notification) => source.server.receive(notification));
     await source.publishInventory();
+    return source;
   }
 
   #onReadiness(readiness: WorkerReadiness): void {
@@ -666,12 +701,15 @@ export class ReuseEndpoint {
    * Shuts down within `deadlineMs` (`transport.shutdownDeadlineMs` by default): drains first if that was
    * not done, invalidates peers, closes the agent (with what is left), then its pin client (a pull still
    * awaiting a pin ends with `READER_CLOSED`) and last the metrics listener (so the drain can be watched).
-   * Its report lists the pins waited for, as `drain()`'s does. Called while a `register()`, `publish()` or
-   * `drain()` is under way, it first waits for that to end (either way; the time counts against `deadlineMs`),
-   * then closes from where it ended: nothing is left registered or published. From the call on, `register()`,
-   * `publish()` and `drain()` are refused with `EndpointStateError` naming `closing`. Idempotent: later calls
-   * return the first result. Options that are no object, or a `deadlineMs` that is not a whole number of milliseconds, at
-   * least 0, are refused (`EndpointOptionError`) before anything moves.
+   * Its report lists the pins waited for, as `drain()`'s does. Called while a `register()` or `drain()` is under
+   * way, it first waits for that to end (either way; the time counts against `deadlineMs`: bound a registration
+   * with its `timeoutMs`), then closes from where it ended: nothing is left registered or published. A `publish()`
+   * under way, which has no bound of its own, is stopped at once: it rejects with `EndpointStateError` naming
+   * `closing`, withdraws what it published, and the close goes on from `registered` (a discovery call still
+   * answering is withdrawn once it answers). From the call on, `register()`, `publish()` and `drain()` are
+   * refused with `EndpointStateError` naming `closing`. Idempotent: later calls return the first result.
+   * Options that are no object, or a `deadlineMs` that is not a whole number of milliseconds, at least 0, are
+   * refused (`EndpointOptionError`) before anything moves.
    */
   close(options: { readonly deadlineMs?: number } = {}): Promise<EndpointShutdownResult> {
     if (this.#shutdown !== undefined) return this.#shutdown;
