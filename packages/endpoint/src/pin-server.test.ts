@@ -39,10 +39,12 @@ async function setup(
     clock,
     ...options,
   });
-  /** Sends `message` from the reader and has the server handle it; returns the server's answer. */
+  /** Sends `message` from the reader and has the server handle it; returns the server's answer (fails at once when it left it unanswered). */
   const exchange = async (message: PinMessage): Promise<PinMessage | undefined> => {
+    const unanswered = server.unansweredMessages;
     readerChannel.send(sourcePeer, message);
     expect(await answered(server, await sourceAgent.nextNotification())).toBe(true);
+    expect(server.unansweredMessages).toBe(unanswered);
     return readerChannel.open(await readerAgent.nextNotification());
   };
   /** The grant id of a granted `request`. */
@@ -96,6 +98,17 @@ function request(pinId: string, hashes: bigint[], overrides: Partial<PinRequestM
     wantsChecksums: true,
     ...overrides,
   };
+}
+
+/** Runs `body` with process warnings caught, and resolves with the messages of those it emitted. */
+async function warningsOf(body: () => Promise<void>): Promise<unknown[]> {
+  const warn = vi.spyOn(process, 'emitWarning').mockImplementation(() => undefined);
+  try {
+    await body();
+    return warn.mock.calls.map(([message]) => message);
+  } finally {
+    warn.mockRestore();
+  }
 }
 
 function readerWait(timeoutMs: number, controller: AbortController) {
@@ -596,89 +609,67 @@ describe('PinServer', () => {
   });
 
   it("refuses a renewal as evicted, cancels the pin and warns when its adapter's renewPin throws; the next request is granted", async () => {
-    const warn = vi.spyOn(process, 'emitWarning').mockImplementation(() => undefined);
-    try {
-      const { server, grant, exchange, pool, readerChannel, readerAgent, sourceAgent, sourcePeer } = await setup(
-        {},
-        {
-          renewPin: () => {
-            throw new Error('engine IPC down');
-          },
-        },
-      );
+    const thrown = await warningsOf(async () => {
+      const renewPin = (): boolean => {
+        throw new Error('engine IPC down');
+      };
+      const { server, grant, exchange, pool } = await setup({}, { renewPin });
       const grantId = await grant(request('p1', [10n]));
-      readerChannel.send(sourcePeer, { kind: 'renew', pinId: grantId, sequence: 1 });
-      expect(await answered(server, await sourceAgent.nextNotification())).toBe(true);
-      // Answered, not left to the reader's lease.
-      expect(server.unansweredMessages).toBe(0);
-      expect(readerChannel.open(await readerAgent.nextNotification())).toEqual({
+      expect(await exchange({ kind: 'renew', pinId: grantId, sequence: 1 })).toEqual({
         kind: 'refuse',
         pinId: grantId,
         reason: 'evicted',
       });
-      expect(warn.mock.calls.map(([message]) => message)).toEqual([
-        "endpoint: a pin adapter's renewPin threw: engine IPC down",
-      ]);
       expect([server.heldPins, pool.pinsOn(0)]).toEqual([0, 0]);
       expect(await exchange(request('p2', [10n]))).toMatchObject({ kind: 'grant', pinId: 'p2' });
-    } finally {
-      warn.mockRestore();
-    }
+    });
+    expect(thrown).toEqual(["endpoint: a pin adapter's renewPin threw: engine IPC down"]);
   });
 
   it("answers a release as released, and warns, when its adapter's releasePin rejects, as it does at a lapse; the next request is granted", async () => {
-    const warn = vi.spyOn(process, 'emitWarning').mockImplementation(() => undefined);
-    try {
-      const releases: string[] = [];
+    const releases: string[] = [];
+    const thrown = await warningsOf(async () => {
       const lapseReleased = deferred<void>();
-      const { server, grant, exchange, clock, readerChannel, readerAgent, sourceAgent, sourcePeer } = await setup(
-        {},
-        {
-          releasePin: (pinId) => {
-            releases.push(pinId);
-            if (releases.length === 2) lapseReleased.resolve();
-            return Promise.reject(new Error('engine IPC down'));
-          },
-        },
-      );
+      const releasePin = (pinId: string): Promise<void> => {
+        releases.push(pinId);
+        if (releases.length === 2) lapseReleased.resolve();
+        return Promise.reject(new Error('engine IPC down'));
+      };
+      const { server, grant, exchange, clock } = await setup({}, { releasePin });
       const released = await grant(request('released', [10n]));
-      readerChannel.send(sourcePeer, { kind: 'release', pinId: released, sequence: 1 });
-      expect(await answered(server, await sourceAgent.nextNotification())).toBe(true);
-      expect(server.unansweredMessages).toBe(0);
-      expect(readerChannel.open(await readerAgent.nextNotification())).toEqual({ kind: 'released', pinId: released });
-      const lapsed = await grant(request('lapsed', [11n]));
+      expect(await exchange({ kind: 'release', pinId: released, sequence: 1 })).toEqual({
+        kind: 'released',
+        pinId: released,
+      });
+      await grant(request('lapsed', [11n]));
       clock.advance(1000);
       await lapseReleased.promise;
       await nextTurn();
-      expect(releases).toEqual([released, lapsed]);
-      expect(warn.mock.calls.map(([message]) => message)).toEqual([
-        "endpoint: a pin adapter's releasePin threw: engine IPC down",
-        "endpoint: a pin adapter's releasePin threw: engine IPC down",
-      ]);
       expect(server.heldPins).toBe(0);
       expect(await exchange(request('p3', [12n]))).toMatchObject({ kind: 'grant', pinId: 'p3' });
-    } finally {
-      warn.mockRestore();
-    }
+    });
+    expect(releases).toHaveLength(2);
+    expect(thrown).toEqual([
+      "endpoint: a pin adapter's releasePin threw: engine IPC down",
+      "endpoint: a pin adapter's releasePin threw: engine IPC down",
+    ]);
   });
 
   it("revokes and refuses all the same, and warns, when its adapter's cancelPin throws", async () => {
-    const warn = vi.spyOn(process, 'emitWarning').mockImplementation(() => undefined);
-    try {
+    const thrown = await warningsOf(async () => {
       const asked = deferred<void>();
       const granting = deferred<void>();
+      const cancelPin = (): void => {
+        throw new Error('engine IPC down');
+      };
+      const beforeGrant = (hashes: readonly bigint[]): Promise<void> => {
+        if (hashes[0] !== 12n) return Promise.resolve();
+        asked.resolve();
+        return granting.promise;
+      };
       const { server, grant, readerChannel, readerAgent, sourceAgent, sourcePeer } = await setup(
         {},
-        {
-          cancelPin: () => {
-            throw new Error('engine IPC down');
-          },
-          beforeGrant: (hashes) => {
-            if (hashes[0] !== 12n) return Promise.resolve();
-            asked.resolve();
-            return granting.promise;
-          },
-        },
+        { cancelPin, beforeGrant },
       );
       const held = await grant(request('held', [10n]));
       // A request its adapter answers only once new pins are refused: granted, then cancelled and refused.
@@ -706,15 +697,12 @@ describe('PinServer', () => {
         pinId: held,
         reason: 'shutting-down',
       });
-      expect(warn.mock.calls.map(([message]) => message)).toEqual([
-        "endpoint: a pin adapter's cancelPin threw: engine IPC down",
-        "endpoint: a pin adapter's cancelPin threw: engine IPC down",
-      ]);
       expect(server.heldPins).toBe(0);
-      await server.engineGone();
-    } finally {
-      warn.mockRestore();
-    }
+    });
+    expect(thrown).toEqual([
+      "endpoint: a pin adapter's cancelPin threw: engine IPC down",
+      "endpoint: a pin adapter's cancelPin threw: engine IPC down",
+    ]);
   });
 
   it('when its engine is gone, revokes held pins and refuses new pins and their renewals as engine-gone', async () => {

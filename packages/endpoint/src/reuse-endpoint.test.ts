@@ -96,6 +96,14 @@ function openStore(): MemoryDiscoveryStore {
   return store;
 }
 
+/** The transitions of an endpoint registered, then closed (its close draining first). */
+const registeredThenClosed = ['registering', 'registered', 'draining', 'drained', 'closing', 'closed'];
+
+/** The keys in discovery but the workers' epoch bookkeeping, which outlives them: rank parts, inventory. */
+async function publishedKeys(store: MemoryDiscoveryStore): Promise<string[]> {
+  return (await store.list('')).entries.map(({ key }) => key).filter((key) => !/\/epochs?(\/|$)/.test(key));
+}
+
 describe('ReuseEndpoint', () => {
   it('a TP 2 worker: each rank registers and publishes; both are ready only once both are published; a drained rank makes the other not ready', async () => {
     const store = openStore();
@@ -311,14 +319,7 @@ describe('ReuseEndpoint', () => {
     expect(closed).toMatchObject({ agentDestroyed: true, banksRetained: [] });
     expect(closed.report.banksReturned).toHaveLength(56);
     expect(transport.counters()).toMatchObject({ liveRegistrations: 0, liveAllocations: 0 });
-    expect(transitions.map(({ to }) => to)).toEqual([
-      'registering',
-      'registered',
-      'draining',
-      'drained',
-      'closing',
-      'closed',
-    ]);
+    expect(transitions.map(({ to }) => to)).toEqual(registeredThenClosed);
   });
 
   it('close() while registering refuses the publish() and drain() called before the registration ends: they never run beside the close', async () => {
@@ -341,17 +342,8 @@ describe('ReuseEndpoint', () => {
     expect((await (closing as ReturnType<ReuseEndpoint['close']>)).report.banksReturned).toHaveLength(56);
     expect(refused).toHaveLength(2);
     await Promise.all(refused);
-    expect(transitions.map(({ to }) => to)).toEqual([
-      'registering',
-      'registered',
-      'draining',
-      'drained',
-      'closing',
-      'closed',
-    ]);
-    expect((await store.list('')).entries.map(({ key }) => key).filter((key) => !/\/epochs?(\/|$)/.test(key))).toEqual(
-      [],
-    );
+    expect(transitions.map(({ to }) => to)).toEqual(registeredThenClosed);
+    expect(await publishedKeys(store)).toEqual([]);
   });
 
   it('once close() is called, register(), publish() and drain() are refused naming closing before the close moves', async () => {
@@ -375,14 +367,7 @@ describe('ReuseEndpoint', () => {
     ];
     await Promise.all(refused);
     expect((await closing).report.banksReturned).toHaveLength(56);
-    expect(transitions.map(({ to }) => to)).toEqual([
-      'registering',
-      'registered',
-      'draining',
-      'drained',
-      'closing',
-      'closed',
-    ]);
+    expect(transitions.map(({ to }) => to)).toEqual(registeredThenClosed);
   });
 
   it('close() while publishing stops the publication at once, its discovery call still unanswered, and gives back what that call published once it answers', async () => {
@@ -433,9 +418,7 @@ describe('ReuseEndpoint', () => {
     );
     leaseAnswer.resolve();
     await leaseRevoked.promise;
-    expect((await store.list('')).entries.map(({ key }) => key).filter((key) => !/\/epochs?(\/|$)/.test(key))).toEqual(
-      [],
-    );
+    expect(await publishedKeys(store)).toEqual([]);
   });
 
   it('close() while draining: waits for the drain to end, then closes', async () => {
@@ -450,14 +433,7 @@ describe('ReuseEndpoint', () => {
     expect(report.banksReturned).toHaveLength(56);
     expect(closing).toBeDefined();
     expect(await (closing as ReturnType<ReuseEndpoint['close']>)).toMatchObject({ agentDestroyed: true });
-    expect(transitions.map(({ to }) => to)).toEqual([
-      'registering',
-      'registered',
-      'draining',
-      'drained',
-      'closing',
-      'closed',
-    ]);
+    expect(transitions.map(({ to }) => to)).toEqual(registeredThenClosed);
   });
 
   it('refuses calls its state does not allow, naming the call and the state, and changes nothing', async () => {
