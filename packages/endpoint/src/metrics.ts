@@ -241,11 +241,7 @@ export class EndpointMetrics {
  * system's code. Any
  * registry: an endpoint's (`EndpointMetrics.listen`), a router's (`RouterMetrics` of @kvreuse/router), or one of both.
  */
-export async function listenMetrics(
-  registry: Registry,
-  port: number,
-  host = '127.0.0.1',
-): Promise<MetricsListener> {
+export async function listenMetrics(registry: Registry, port: number, host = '127.0.0.1'): Promise<MetricsListener> {
   if (!Number.isInteger(port) || port < 0 || port > 65535)
     throw new EndpointOptionError('metrics.port', port, 'a whole number from 0 to 65535');
   // An empty host would have the server listen on every interface.
