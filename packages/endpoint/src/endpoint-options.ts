@@ -160,6 +160,25 @@ export function checkedRegisterOptions(options: { readonly timeoutMs?: number; r
   return { ...(timeoutMs === undefined ? {} : { timeoutMs }), ...(signal === undefined ? {} : { signal }) };
 }
 
+/**
+ * The deadline a `drain()` (which requires one) or a `close()` (undefined: the default) is given, read once;
+ * `EndpointOptionError` unless its options are an object and the deadline a whole number of milliseconds, at least 0.
+ */
+export function deadlineOf(options: unknown, call: 'drain'): number;
+export function deadlineOf(options: unknown, call: 'close'): number | undefined;
+export function deadlineOf(options: unknown, call: 'drain' | 'close'): number | undefined {
+  if (typeof options !== 'object' || options === null)
+    throw new EndpointOptionError(
+      'options',
+      options,
+      `${call}()'s options: { deadlineMs${call === 'close' ? '?' : ''} }`,
+    );
+  const { deadlineMs } = options as { readonly deadlineMs?: unknown };
+  if (deadlineMs === undefined && call === 'close') return undefined;
+  if (Number.isSafeInteger(deadlineMs) && (deadlineMs as number) >= 0) return deadlineMs as number;
+  throw new EndpointOptionError('deadlineMs', deadlineMs, 'a whole number of milliseconds, at least 0');
+}
+
 /** Refuses options an endpoint cannot run with (`EndpointOptionError`, naming the option); changes nothing. */
 export function checkOptions(options: ReuseEndpointOptions): void {
   if (typeof options !== 'object' || options === null)

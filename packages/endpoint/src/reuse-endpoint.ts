@@ -2,7 +2,6 @@
 // its agent, its rank part published under a lease, its worker's readiness followed, its pulls, pushes
 // and inventory, its operations recorded in a ledger, and its drain and shutdown in the drain package's
 // source-first order — each step a lifecycle transition.
-import { layoutRankBanks } from '@kvreuse/descriptors';
 import {
   type Clock,
   DrainController,
@@ -12,7 +11,7 @@ import {
   type ShutdownResult,
   systemClock,
 } from '@kvreuse/drain';
-import type { Allocation, PostBlocksRequest, PostRequest } from '@kvreuse/native-bindings';
+import type { PostBlocksRequest, PostRequest } from '@kvreuse/native-bindings';
 import {
   type RankPublication,
   startRankPublication,
@@ -21,25 +20,19 @@ import {
   type WorkerReadinessWatch,
 } from '@kvreuse/discovery';
 import { type RetentionTier } from '@kvreuse/inventory';
-import {
-  Bank,
-  buildRankPart,
-  kvreuseOwner,
-  type RegisteredRank,
-  registerRank,
-  releaseBanks,
-  transportMetadataOf,
-} from '@kvreuse/registry';
+import { buildRankPart, type RegisteredRank, registerRank, releaseBanks, transportMetadataOf } from '@kvreuse/registry';
 import type { RankBankBytes } from './block-checksum.js';
 import { WorkerWatches } from './discovered-workers.js';
 import {
   checkedRegisterOptions,
   checkOptions,
   checkTimeoutMs,
+  deadlineOf,
   ownedOptions,
   type ReuseEndpointOptions,
 } from './endpoint-options.js';
 import { unlessAborted } from './abortable.js';
+import { allocateBanks } from './allocated-banks.js';
 import { deferred } from './deferred.js';
 import { EndpointOptionError } from './errors.js';
 import type { PullReceipt } from './pull-receipt.js';
@@ -778,53 +771,3 @@ export class ReuseEndpoint {
 
 /** Every state but those of a close under way or done (whose `close()` answers the first close's result). */
 const closable = endpointStates.filter((state) => state !== 'closing' && state !== 'closed');
-
-/**
- * The deadline a `drain()` (which requires one) or a `close()` (undefined: the default) is given, read once;
- * `EndpointOptionError` unless its options are an object and the deadline a whole number of milliseconds, at least 0.
- */
-function deadlineOf(options: unknown, call: 'drain'): number;
-function deadlineOf(options: unknown, call: 'close'): number | undefined;
-function deadlineOf(options: unknown, call: 'drain' | 'close'): number | undefined {
-  if (typeof options !== 'object' || options === null)
-    throw new EndpointOptionError(
-      'options',
-      options,
-      `${call}()'s options: { deadlineMs${call === 'close' ? '?' : ''} }`,
-    );
-  const { deadlineMs } = options as { readonly deadlineMs?: unknown };
-  if (deadlineMs === undefined && call === 'close') return undefined;
-  if (Number.isSafeInteger(deadlineMs) && (deadlineMs as number) >= 0) return deadlineMs as number;
-  throw new EndpointOptionError('deadlineMs', deadlineMs, 'a whole number of milliseconds, at least 0');
-}
-
-/** The rank's banks laid out from its worker's geometry, allocated by its agent, their pages touched, adopted as kvreuse's. */
-async function allocateBanks(
-  options: Pick<ReuseEndpointOptions, 'agent' | 'worker' | 'rank'> & { readonly blocks: number },
-): Promise<{ banks: Bank[]; bankBytes: Uint8Array[] }> {
-  const { agent, worker, rank, blocks } = options;
-  if (!Number.isSafeInteger(blocks) || blocks < 1)
-    throw new EndpointOptionError('blocks', blocks, 'a whole number of blocks per bank, at least 1');
-  const layout = layoutRankBanks(
-    worker.geometry,
-    { ...rank, tpSize: worker.tpSize, ppSize: worker.ppSize },
-    { address: 0n, blocks },
-  );
-  const allocations: Allocation[] = [];
-  try {
-    for (const bank of layout) allocations.push(await agent.allocate(bank.bytes));
-  } catch (error) {
-    for (const allocation of allocations) await allocation.free();
-    throw error;
-  }
-  // A serving framework's KV cache is resident: touch every page now, not in the first transfer's time.
-  const bankBytes = allocations.map((allocation) => allocation.view().fill(0));
-  const banks = layout.map((bank, index) => {
-    const allocation = allocations[index] as Allocation;
-    return Bank.adopt(
-      { ...bank, tpRank: rank.tpRank, ppRank: rank.ppRank, index, address: allocation.address },
-      kvreuseOwner(allocation),
-    );
-  });
-  return { banks, bankBytes };
-}
