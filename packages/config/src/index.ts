@@ -72,3 +72,4 @@ export {
   type SettingsFileInput,
 } from './settings-file.js';
 export type { IgnoredSetting } from './sources.js';
+export { readTextFile, TEXT_FILE_MAX_BYTES, type TextFileReading } from './text-file.js';

@@ -1,10 +1,12 @@
-import { mkdirSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { temporaryDirectory } from '../test/temporary-directory.js';
 import { thrown } from '../test/thrown.js';
 import { SettingsFileError } from './errors.js';
 import { findSettingsFile, formatOfPath, loadSettingsFile } from './settings-file.js';
+import { TEXT_FILE_MAX_BYTES } from './text-file.js';
 
 const { path: directory, write } = temporaryDirectory('kvreuse-config-file-');
 
@@ -73,6 +75,35 @@ describe('loadSettingsFile', () => {
     expect(error.code).toBe('SETTINGS_FILE');
     expect(error.path).toBe(missing);
     expect(error.message).toContain(`settings file ${missing}: cannot be read`);
+  });
+
+  it('refuses a device, such as /dev/null for /dev/zero, as no regular file, without reading it', () => {
+    const error = fileError(() => loadSettingsFile('/dev/null'));
+    expect(error.message).toBe('settings file /dev/null: cannot be read: a device, not a regular file');
+    expect(fileError(() => loadSettingsFile(directory)).message).toBe(
+      `settings file ${directory}: cannot be read: a directory, not a file`,
+    );
+  });
+
+  it('refuses a named pipe at once, with no writer to wait for', () => {
+    const pipe = join(directory, 'pipe.yaml');
+    execFileSync('mkfifo', [pipe]);
+    expect(fileError(() => loadSettingsFile(pipe)).message).toBe(
+      `settings file ${pipe}: cannot be read: a named pipe, not a regular file`,
+    );
+  });
+
+  it('refuses a file larger than TEXT_FILE_MAX_BYTES before reading it, and bytes that are not UTF-8', () => {
+    const large = write('large.yaml', '');
+    truncateSync(large, TEXT_FILE_MAX_BYTES + 1);
+    expect(fileError(() => loadSettingsFile(large)).message).toBe(
+      `settings file ${large}: cannot be read: larger than ${TEXT_FILE_MAX_BYTES} bytes (${TEXT_FILE_MAX_BYTES + 1} bytes)`,
+    );
+    const latin1 = write('latin1.yaml', '');
+    writeFileSync(latin1, Buffer.from('inventory:\n  hash_seed: caf\xe9\n', 'latin1'));
+    expect(fileError(() => loadSettingsFile(latin1)).message).toBe(
+      `settings file ${latin1}: cannot be read: not UTF-8 text`,
+    );
   });
 
   it('refuses broken YAML, duplicate keys, and JSON that is not strict JSON', () => {

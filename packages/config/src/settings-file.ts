@@ -1,8 +1,9 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { extname, join, resolve } from 'node:path';
 import { isMap, isScalar, LineCounter, parseDocument, type Node } from 'yaml';
-import { describeFileFailure, describeValue } from '@kvreuse/errors';
+import { describeValue } from '@kvreuse/errors';
 import { ConfigArgumentError, isRecord, SettingsFileError } from './errors.js';
+import { readTextFile } from './text-file.js';
 
 export type SettingsFileFormat = 'yaml' | 'json';
 
@@ -102,18 +103,17 @@ function parseText(
   return { data, lines: linesOf(document.contents, lineCounter) };
 }
 
-/** Reads and parses a settings file, keeping the line of every key; throws `SettingsFileError` when it cannot be read or parsed. */
+/**
+ * Reads and parses a settings file, keeping the line of every key; throws `SettingsFileError` when it
+ * cannot be read (see `readTextFile`: a regular UTF-8 file of at most `TEXT_FILE_MAX_BYTES`) or parsed.
+ */
 export function loadSettingsFile(input: SettingsFileInput): LoadedSettingsFile {
   checkInput(input);
   if (typeof input === 'string' || 'path' in input) {
     const path = typeof input === 'string' ? input : input.path;
-    let text: string;
-    try {
-      text = readFileSync(path, 'utf8');
-    } catch (error) {
-      throw new SettingsFileError(path, `cannot be read: ${describeFileFailure(error)}`, { cause: error });
-    }
-    return { origin: path, ...parseText(text, formatOfPath(path), path) };
+    const read = readTextFile(path);
+    if (!read.ok) throw new SettingsFileError(path, `cannot be read: ${read.reason}`, { cause: read.cause });
+    return { origin: path, ...parseText(read.text, formatOfPath(path), path) };
   }
   const origin = input.origin ?? INLINE;
   if ('text' in input) return { origin, ...parseText(input.text, input.format ?? 'yaml', origin) };
