@@ -1,6 +1,9 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { TEXT_FILE_MAX_BYTES } from '@kvreuse/config';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { composed } from '../test/support.js';
 import { builtInProfile } from './built-in.js';
@@ -72,5 +75,45 @@ describe('loadProfileFile', () => {
         message: expect.stringContaining(`cannot load the deployment profile ${file}: not JSON: `),
       }),
     );
+  });
+
+  const unreadable = (file: string, reason: string): void => {
+    expect(() => loadProfileFile(file, { settings: composed })).toThrow(
+      expect.objectContaining({
+        code: 'PROFILE_FILE_UNREADABLE',
+        message: `cannot load the deployment profile ${file}: ${reason}`,
+      }),
+    );
+  };
+
+  it('refuses a device, such as /dev/null for /dev/zero, and a named pipe, without reading them', () => {
+    unreadable('/dev/null', 'a device, not a regular file');
+    const pipe = join(folder, 'pipe.json');
+    execFileSync('mkfifo', [pipe]);
+    unreadable(pipe, 'a named pipe, not a regular file');
+  });
+
+  it('refuses a file larger than 1 MiB before reading it, and bytes that are not UTF-8', () => {
+    const large = write('large.json', '');
+    truncateSync(large, TEXT_FILE_MAX_BYTES + 1);
+    unreadable(large, `larger than ${TEXT_FILE_MAX_BYTES} bytes (${TEXT_FILE_MAX_BYTES + 1} bytes)`);
+    const qwen = builtInProfile('qwen3-0.6b-bf16-b64', { settings: composed });
+    const latin1 = join(folder, 'latin1.json');
+    const seeded = JSON.stringify({ ...qwen, name: 'qwen-latin1', blockHash: { ...qwen.blockHash, seed: 'caf\xe9' } });
+    writeFileSync(latin1, Buffer.from(seeded, 'latin1'));
+    unreadable(latin1, 'not UTF-8 text');
+  });
+
+  it('names a file given as a URL by its path, and refuses what is no path', () => {
+    const spaced = join(folder, 'my profile.json');
+    writeFileSync(spaced, '{ "name": ');
+    expect(() => loadProfileFile(pathToFileURL(spaced), { settings: composed })).toThrow(
+      expect.objectContaining({ file: spaced, message: expect.stringContaining(`profile ${spaced}: not JSON`) }),
+    );
+    for (const file of ['', 3, new URL('https://example.com/p.json')]) {
+      expect(() => loadProfileFile(file as string, { settings: composed })).toThrow(
+        expect.objectContaining({ code: 'INVALID_ADMISSION_INPUT', argument: 'file', value: file }),
+      );
+    }
   });
 });

@@ -1,24 +1,24 @@
-import { readFileSync } from 'node:fs';
-import { describeFileFailure } from '@kvreuse/errors';
-import { ProfileFileError } from './errors.js';
+import { fileURLToPath } from 'node:url';
+import { readTextFile } from '@kvreuse/config';
+import { InvalidAdmissionInputError, ProfileFileError } from './errors.js';
 import { parseProfile, type Profile, type ProfileSettingsOptions } from './profile.js';
 
 /**
  * Reads a profile from a JSON file and checks it like `parseProfile`. Throws `ProfileFileError` when the
- * file cannot be read or is not JSON, `InvalidProfileError` (naming the file) when the profile is malformed;
- * its settings are checked against `options.settings`.
+ * file cannot be read (it must be a regular UTF-8 file of at most 1 MiB: `readTextFile` of
+ * `@kvreuse/config`) or is not JSON, `InvalidProfileError` (naming the file) when the profile is
+ * malformed; its settings are checked against `options.settings`.
  */
 export function loadProfileFile(file: string | URL, options: ProfileSettingsOptions): Profile {
-  const name = file instanceof URL ? file.pathname : file;
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (error) {
-    throw new ProfileFileError(name, describeFileFailure(error), { cause: error });
+  if (!(file instanceof URL ? file.protocol === 'file:' : typeof file === 'string' && file !== '')) {
+    throw new InvalidAdmissionInputError('file', file, 'must be a path or a file: URL');
   }
+  const name = file instanceof URL ? fileURLToPath(file) : file;
+  const read = readTextFile(file);
+  if (!read.ok) throw new ProfileFileError(name, read.reason, { cause: read.cause });
   let data: unknown;
   try {
-    data = JSON.parse(text);
+    data = JSON.parse(read.text);
   } catch (error) {
     throw new ProfileFileError(name, `not JSON: ${error instanceof Error ? error.message : String(error)}`, {
       cause: error,
