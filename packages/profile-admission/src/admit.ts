@@ -258,13 +258,12 @@ export function checkFacts(facts: AdmissionFacts, argument = 'facts'): void {
   checkCapabilities(facts.capabilities, `${argument}.capabilities`);
   checkSettings(facts.settings, `${argument}.settings`);
   checkComposition(facts.composition, `${argument}.composition`);
-  if (facts.blockHashFunction !== undefined && typeof facts.blockHashFunction !== 'string') {
-    throw new InvalidAdmissionInputError(
-      `${argument}.blockHashFunction`,
-      facts.blockHashFunction,
-      'must be a string when given',
-    );
-  }
+  checkBlockHashFunction(facts.blockHashFunction, `${argument}.blockHashFunction`);
+}
+
+export function checkBlockHashFunction(blockHashFunction: string | undefined, argument: string): void {
+  if (blockHashFunction !== undefined && typeof blockHashFunction !== 'string')
+    throw new InvalidAdmissionInputError(argument, blockHashFunction, 'must be a string when given');
 }
 
 export function checkCapabilities(capabilities: NativeCapabilities, argument: string): void {

@@ -84,4 +84,15 @@ describe('admissionGate', () => {
       admissionGate(qwen, { composition: composed, capabilities: machineCapabilities, settings: null as never }),
     ).toThrow(expect.objectContaining({ code: 'INVALID_ADMISSION_INPUT', argument: 'context.settings' }));
   });
+
+  it('refuses a block hash function that is no string when it is made, not at every worker it evaluates', () => {
+    const context = { composition: composed, capabilities: machineCapabilities, settings: settingsFor(qwen) };
+    expect(() => admissionGate(qwen, { ...context, blockHashFunction: 3 as never })).toThrow(
+      expect.objectContaining({
+        code: 'INVALID_ADMISSION_INPUT',
+        argument: 'context.blockHashFunction',
+        message: 'context.blockHashFunction = 3 is refused: must be a string when given',
+      }),
+    );
+  });
 });

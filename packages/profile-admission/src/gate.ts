@@ -1,5 +1,12 @@
 import type { ReadinessGate } from '@kvreuse/discovery';
-import { admit, type AdmissionSettings, checkCapabilities, checkSettings, type NativeCapabilities } from './admit.js';
+import {
+  admit,
+  type AdmissionSettings,
+  checkBlockHashFunction,
+  checkCapabilities,
+  checkSettings,
+  type NativeCapabilities,
+} from './admit.js';
 import { InvalidAdmissionInputError } from './errors.js';
 import { checkComposition, checkedProfile, type Profile, type SettingsComposition } from './profile.js';
 
@@ -26,6 +33,7 @@ export function admissionGate(profile: Profile, context: AdmissionGateContext): 
   checkCapabilities(context.capabilities, 'context.capabilities');
   checkSettings(context.settings, 'context.settings');
   checkComposition(context.composition, 'context.composition');
+  checkBlockHashFunction(context.blockHashFunction, 'context.blockHashFunction');
   const { capabilities, settings, composition, blockHashFunction } = context;
   const checked = checkedProfile(profile, composition);
   return {
