@@ -223,6 +223,30 @@ describe('explainActivation: the activation table', () => {
       expect.objectContaining({ code: 'INVALID_ADMISSION_INPUT', argument: 'facts.settings' }),
     );
   });
+
+  it('refuses reuse switches that are not booleans rather than reading "false" as on', () => {
+    const settings = settingsFor(llama70b);
+    const router = { ...settings.router, enableDecodeToPrefillReuse: 'false', enableDecodeToPrefillGpuReuse: 'false' };
+    const facts = {
+      settings: { ...settings, router } as never,
+      composition: composed,
+      capabilities: vramCapabilities,
+      profile: llama70b,
+      workers: workersOf(llama70b, 'vram'),
+    };
+    expect(() => explainActivation(facts)).toThrow(
+      expect.objectContaining({
+        code: 'INVALID_ADMISSION_INPUT',
+        argument: 'facts.settings.router.enableDecodeToPrefillReuse',
+        message:
+          'facts.settings.router.enableDecodeToPrefillReuse = "false" is refused: must be a boolean, as resolved',
+      }),
+    );
+    const gpuSwitch = { ...settings.router, enableDecodeToPrefillReuse: true, enableDecodeToPrefillGpuReuse: 1 };
+    expect(() => explainActivation({ ...facts, settings: { ...settings, router: gpuSwitch } as never })).toThrow(
+      expect.objectContaining({ argument: 'facts.settings.router.enableDecodeToPrefillGpuReuse', value: 1 }),
+    );
+  });
 });
 
 describe('explainGpuPlacement: may the banks go in GPU memory', () => {

@@ -294,4 +294,10 @@ export function checkSettings(settings: AdmissionSettings, argument: string): vo
       'must be resolved settings (resolve of a composition, defineSettings of @kvreuse/config)',
     );
   }
+  // Activation reads the switches as they are: a string "false" would switch reuse on.
+  for (const name of ['enableDecodeToPrefillReuse', 'enableDecodeToPrefillGpuReuse'] as const) {
+    const value: unknown = settings.router[name];
+    if (typeof value !== 'boolean')
+      throw new InvalidAdmissionInputError(`${argument}.router.${name}`, value, 'must be a boolean, as resolved');
+  }
 }
