@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { composed, machineCapabilities, settingsFor, vramCapabilities, workerOf, workersOf } from '../test/support.js';
+import type { Worker } from '@kvreuse/descriptors';
 import { admit, type AdmissionFacts } from './admit.js';
 import { builtInProfile, builtInProfiles } from './built-in.js';
 import { parseProfile, type Profile } from './profile.js';
@@ -124,12 +125,41 @@ describe('admit: every refusal names the profile field, the expected and the act
     expect(refusals(qwen, factsFor(qwen, { workers: [llama] }))).toEqual(['decode-1 geometry.numLayers: 28 → 32']);
   });
 
-  it('refuses a digest that does not match even when every field does', () => {
+  it('judges a worker by what its rank parts say: one that states other facts is refused, never admitted', () => {
     const [decode] = workersOf(qwen);
-    const odd = { ...decode!, geometryDigest: '0'.repeat(64) };
-    expect(refusals(qwen, factsFor(qwen, { workers: [odd] }))).toEqual([
-      `decode-1 geometryDigest: "${qwen.geometryDigest}" → "${'0'.repeat(64)}"`,
-    ]);
+    const facts = factsFor(qwen);
+    const refused = (worker: object, argument: string, message: string) =>
+      expect(() => admit(qwen, { ...facts, workers: [worker as Worker] })).toThrow(
+        expect.objectContaining({ code: 'INVALID_ADMISSION_INPUT', argument, message }),
+      );
+    // Parts laid out for 16-token blocks, stating the profile's 64: its banks would be read as 64-token blocks.
+    const b16 = workerOf({ role: 'decode', geometry: { ...qwen.geometry, blockTokens: 16 }, tpSize: 2 });
+    refused(
+      { ...b16, geometry: qwen.geometry, geometryDigest: qwen.geometryDigest },
+      'facts.workers[0].geometry',
+      expect.stringMatching(/^facts\.workers\[0\]\.geometry = .* is refused: must be \{.*"blockTokens":16,/),
+    );
+    refused(
+      { ...decode!, geometryDigest: '0'.repeat(64) },
+      'facts.workers[0].geometryDigest',
+      `facts.workers[0].geometryDigest = "${'0'.repeat(64)}" is refused: must be "${qwen.geometryDigest}", as its rank parts say`,
+    );
+    // A role of no profile field: it read Object.prototype.toString as the role's declaration.
+    refused(
+      { ...decode!, role: 'toString' },
+      'facts.workers[0].role',
+      'facts.workers[0].role = "toString" is refused: must be "decode", as its rank parts say',
+    );
+    refused(
+      { ...decode!, ranks: decode!.ranks.slice(1) },
+      'facts.workers[0].ranks',
+      expect.stringContaining('must be every rank part of one worker, once'),
+    );
+    refused(
+      { ...decode!, ranks: [{ ...decode!.ranks[0]!, banks: 'none' }, decode!.ranks[1]] },
+      'facts.workers[0].ranks',
+      expect.stringContaining('is refused: must be valid rank parts (parseRankPart)'),
+    );
   });
 
   it('refuses a role the profile does not declare, and a parallelism it does not state', () => {

@@ -1,6 +1,12 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { SettingsOf } from '@kvreuse/config';
-import { geometryFields, type TransportBackend, type Worker } from '@kvreuse/descriptors';
+import {
+  type AssembleResult,
+  assembleWorker,
+  geometryFields,
+  type TransportBackend,
+  type Worker,
+} from '@kvreuse/descriptors';
 import { blockHashFunction, type inventoryGroup } from '@kvreuse/inventory';
 import { InvalidAdmissionInputError } from './errors.js';
 import type { profileGroup } from './settings.js';
@@ -71,8 +77,9 @@ export type AdmissionResult =
  * Admits a profile against the running facts, failing closed: the profile is admitted only when every
  * fact matches it — the block hash function and seed, the transport backend, the pinned and forbidden
  * settings, the native capabilities it requires, and for every worker its role, parallelism, geometry
- * (digest and each field: block size, layout, …) and the memory of every bank. Otherwise every
- * contradiction is a reason naming the profile field, the expected and the actual value.
+ * (each field: block size, layout, …) and the memory of every bank. Otherwise every contradiction is a
+ * reason naming the profile field, the expected and the actual value. A worker must be what its rank parts
+ * assemble into (`assembleWorker`); one that states other facts is refused (`InvalidAdmissionInputError`).
  */
 export function admit(declared: Profile, facts: AdmissionFacts): AdmissionResult {
   checkFacts(facts);
@@ -171,10 +178,9 @@ function admitWorker(profile: Profile, worker: Worker, capabilities: NativeCapab
   if (worker.ppSize !== role.ppSize)
     refuse({ field: `roles.${worker.role}.ppSize`, expected: role.ppSize, actual: worker.ppSize, workerId });
 
-  let geometryDiffers = false;
+  // The worker's digest is its parts' geometry's (checkWorker): the fields decide, and name what differs.
   for (const field of geometryFields) {
     if (worker.geometry[field] !== profile.geometry[field]) {
-      geometryDiffers = true;
       refuse({
         field: `geometry.${field}`,
         expected: profile.geometry[field],
@@ -182,9 +188,6 @@ function admitWorker(profile: Profile, worker: Worker, capabilities: NativeCapab
         workerId,
       });
     }
-  }
-  if (!geometryDiffers && worker.geometryDigest !== profile.geometryDigest) {
-    refuse({ field: 'geometryDigest', expected: profile.geometryDigest, actual: worker.geometryDigest, workerId });
   }
 
   const kinds = new Map<string, { count: number; first: string }>();
@@ -246,19 +249,54 @@ export function checkFacts(facts: AdmissionFacts, argument = 'facts'): void {
       facts.workers,
       'must be an array of complete worker descriptors',
     );
-  facts.workers.forEach((worker, index) => {
-    if (!isObject(worker) || !Array.isArray(worker.ranks) || !isObject(worker.geometry)) {
-      throw new InvalidAdmissionInputError(
-        `${argument}.workers[${index}]`,
-        worker,
-        'must be a complete worker descriptor (assembleWorker of @kvreuse/descriptors)',
-      );
-    }
-  });
+  facts.workers.forEach((worker, index) => checkWorker(worker, `${argument}.workers[${index}]`));
   checkCapabilities(facts.capabilities, `${argument}.capabilities`);
   checkSettings(facts.settings, `${argument}.settings`);
   checkComposition(facts.composition, `${argument}.composition`);
   checkBlockHashFunction(facts.blockHashFunction, `${argument}.blockHashFunction`);
+}
+
+/** The fields of a worker that admission reads, besides its rank parts. */
+const workerFields = ['workerId', 'role', 'tpSize', 'ppSize', 'geometry', 'geometryDigest'] as const;
+
+/**
+ * Refuses what is not a complete worker descriptor: the worker its own rank parts assemble into. Admission
+ * reads the role, parallelism and geometry a worker states; a worker that states others than its parts
+ * (a role of no profile field, such as `toString`) would be judged on what it does not serve.
+ */
+function checkWorker(worker: Worker, argument: string): void {
+  if (!isObject(worker) || !Array.isArray(worker.ranks) || !isObject(worker.geometry)) {
+    throw new InvalidAdmissionInputError(
+      argument,
+      worker,
+      'must be a complete worker descriptor (assembleWorker of @kvreuse/descriptors)',
+    );
+  }
+  let assembled: AssembleResult;
+  try {
+    assembled = assembleWorker(worker.ranks);
+  } catch (error) {
+    const problem = error instanceof Error ? error.message : String(error);
+    throw new InvalidAdmissionInputError(`${argument}.ranks`, problem, 'must be valid rank parts (parseRankPart)');
+  }
+  if (!assembled.complete) {
+    const { missing, duplicates, conflicts } = assembled;
+    throw new InvalidAdmissionInputError(
+      `${argument}.ranks`,
+      { missing, duplicates, conflicts },
+      'must be every rank part of one worker, once (assembleWorker of @kvreuse/descriptors)',
+    );
+  }
+  const { worker: fromParts } = assembled;
+  for (const field of workerFields) {
+    if (!isDeepStrictEqual(worker[field], fromParts[field])) {
+      throw new InvalidAdmissionInputError(
+        `${argument}.${field}`,
+        worker[field],
+        `must be ${showValue(fromParts[field])}, as its rank parts say`,
+      );
+    }
+  }
 }
 
 export function checkBlockHashFunction(blockHashFunction: string | undefined, argument: string): void {
