@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { allSampleGroups } from '../test/sample-groups.js';
+import { thrown } from '../test/thrown.js';
 import { compose } from './composition.js';
 import { SettingsFileError } from './errors.js';
 import { readArgv as readArgvOf, readEnv as readEnvOf, readFile as readFileOf } from './sources.js';
@@ -158,5 +159,14 @@ describe('readFile', () => {
     expect(() => readFile({ origin: 'k.yaml', data: { router: 5 } })).toThrow(
       /section router must be a mapping of settings, not 5/,
     );
+  });
+
+  it('shows a section that is no mapping without the credentials of a URL in it, and cut when long', () => {
+    const data = { discovery: 'http://alice:secret@etcd:2379', router: 'x'.repeat(100_000) };
+    expect(() => readFile({ origin: 'k.yaml', data: { discovery: data.discovery } })).toThrow(
+      new SettingsFileError('k.yaml', 'section discovery must be a mapping of settings, not "http://***@etcd:2379"'),
+    );
+    const long = thrown(() => readFile({ origin: 'k.yaml', data: { router: data.router } }), SettingsFileError);
+    expect(long.message.length).toBeLessThan(1000);
   });
 });

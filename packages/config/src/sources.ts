@@ -1,3 +1,4 @@
+import { describeValue } from '@kvreuse/errors';
 import type { Composition } from './composition.js';
 import { ENV_PREFIX, type SettingDescription } from './descriptions.js';
 import { SettingsFileError, type InvalidSetting, type SettingSource, type UnknownSetting } from './errors.js';
@@ -128,7 +129,7 @@ export function readFile(composition: Composition, { origin, data, lines }: Load
     if (!isMapping(section)) {
       throw new SettingsFileError(
         origin,
-        `section ${sectionKey} must be a mapping of settings, not ${JSON.stringify(section)}`,
+        `section ${sectionKey} must be a mapping of settings, not ${describeValue(section)}`,
       );
     }
     for (const [key, value] of Object.entries(section)) {
