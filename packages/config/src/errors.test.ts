@@ -55,6 +55,15 @@ describe('errors', () => {
     );
   });
 
+  it('keep the credentials of a URL out of an unknown name, such as a value argv left without its flag', () => {
+    const url = 'http://alice:secret@etcd:2379';
+    const error = new UnknownSettingError([{ name: url, source: { source: 'argv', flag: url } }]);
+    expect(error.message).toBe('1 unknown setting name(s):\n  - http://***@etcd:2379 in argv (not a setting flag)');
+    expect(error.unknown).toEqual([
+      { name: 'http://***@etcd:2379', source: { source: 'argv', flag: 'http://***@etcd:2379' } },
+    ]);
+  });
+
   it('name every invalid value as it was written, with its source, value and rule, and the related values of a rule', () => {
     const single = {
       setting: 'router.minimumTransferPrefixBlocks',

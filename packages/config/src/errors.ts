@@ -77,12 +77,23 @@ export function describeUnknownSetting({ name, source, closest, foreignGroup }: 
   return `${name} ${describeWhere(source)}${hint}`;
 }
 
+function nameWithoutCredentials(unknown: UnknownSetting): UnknownSetting {
+  const { name, source } = unknown;
+  return {
+    ...unknown,
+    name: redactCredentials(name),
+    source: source.source === 'argv' ? { ...source, flag: redactCredentials(source.flag) } : source,
+  };
+}
+
 /** Names no composed setting has; the whole resolution fails, and every unknown name is listed. */
 export class UnknownSettingError extends KvreuseError<ConfigErrorCode> {
   readonly code = 'UNKNOWN_SETTING';
   readonly unknown: readonly UnknownSetting[];
 
-  constructor(unknown: readonly UnknownSetting[]) {
+  /** Credentials in a URL among the names (an argv value left without its flag) are kept as `***`. */
+  constructor(given: readonly UnknownSetting[]) {
+    const unknown = given.map(nameWithoutCredentials);
     super(
       `${unknown.length} unknown setting name(s):\n${unknown.map((name) => `  - ${describeUnknownSetting(name)}`).join('\n')}`,
     );
