@@ -59,4 +59,24 @@ describe('declaredProfile', () => {
       expect.objectContaining({ code: 'INVALID_ADMISSION_INPUT', argument: 'settings' }),
     );
   });
+
+  it('checks the composition and the profile group whether or not a profile is declared', () => {
+    const { settings } = composed.resolve();
+    expect(() => declaredProfile(settings, undefined as never)).toThrow(
+      expect.objectContaining({ code: 'INVALID_ADMISSION_INPUT', argument: 'options' }),
+    );
+    expect(() => declaredProfile(settings, { settings: {} as never })).toThrow(
+      expect.objectContaining({ code: 'INVALID_ADMISSION_INPUT', argument: 'options.settings' }),
+    );
+    expect(() => declaredProfile({ ...settings, profile: {} } as never, { settings: composed })).toThrow(
+      expect.objectContaining({
+        code: 'INVALID_ADMISSION_INPUT',
+        argument: 'settings.profile.name',
+        message: 'settings.profile.name = undefined is refused: must be a string, empty for none',
+      }),
+    );
+    expect(() =>
+      declaredProfile({ ...settings, profile: { name: '', file: 7 } } as never, { settings: composed }),
+    ).toThrow(expect.objectContaining({ argument: 'settings.profile.file', value: 7 }));
+  });
 });

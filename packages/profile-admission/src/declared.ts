@@ -1,7 +1,7 @@
 import { type AdmissionSettings, checkSettings } from './admit.js';
 import { builtInProfile, type BuiltInProfileName } from './built-in.js';
 import { InvalidAdmissionInputError } from './errors.js';
-import type { Profile, ProfileSettingsOptions } from './profile.js';
+import { checkProfileOptions, type Profile, type ProfileSettingsOptions } from './profile.js';
 import { loadProfileFile } from './profile-file.js';
 
 /**
@@ -11,6 +11,7 @@ import { loadProfileFile } from './profile-file.js';
  */
 export function declaredProfile(settings: AdmissionSettings, options: ProfileSettingsOptions): Profile | undefined {
   checkSettings(settings, 'settings');
+  checkProfileOptions(options);
   const declared: unknown = settings.profile;
   if (typeof declared !== 'object' || declared === null) {
     throw new InvalidAdmissionInputError(
@@ -20,6 +21,10 @@ export function declaredProfile(settings: AdmissionSettings, options: ProfileSet
     );
   }
   const { name, file } = settings.profile;
+  for (const [field, value] of Object.entries({ name, file })) {
+    if (typeof value !== 'string')
+      throw new InvalidAdmissionInputError(`settings.profile.${field}`, value, 'must be a string, empty for none');
+  }
   if (name !== '' && file !== '') {
     throw new InvalidAdmissionInputError(
       'settings.profile',
