@@ -40,6 +40,16 @@ describe('defineSettings: one composition', () => {
     expect(docs).toContain('## Rules between settings\n\nNone.');
   });
 
+  it('refuses renderDocs options it does not take, and a preface that is no string, naming them', () => {
+    const refused = (options: unknown, message: string) =>
+      expect(() => frontend.renderDocs(options as never)).toThrow(
+        expect.objectContaining({ code: 'INVALID_ARGUMENT', message }),
+      );
+    refused(null, 'renderDocs: options must be undefined or { preface? }; got null');
+    refused({ prefix: 'x' }, 'renderDocs: options.prefix must be left out: the options are { preface? }; got "x"');
+    refused({ preface: 5 }, 'renderDocs: options.preface must be Markdown, a string; got 5');
+  });
+
   it('refuses describeSetting of a path it does not compose with a typed UNKNOWN_SETTING naming the closest path', () => {
     const error = thrown(() => frontend.describeSetting('router.nope' as never), UnknownSettingError);
     expect(error.code).toBe('UNKNOWN_SETTING');

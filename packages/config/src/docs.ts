@@ -1,6 +1,8 @@
 import { COERCION_RULES } from './coerce.js';
 import type { Composition } from './composition.js';
 import { formatValue, type SettingDescription } from './descriptions.js';
+import { ConfigArgumentError } from './errors.js';
+import { checkedOptions } from './function-options.js';
 
 export interface DocsOptions {
   /** Markdown placed right under the title, e.g. a note that the page is generated. */
@@ -49,15 +51,17 @@ its settings file and environment with processes that compose other groups resol
 }
 
 /** A settings reference for one composition: every setting with its names, type, default, unit and rules. */
-export function renderDocs(composition: Composition, options: DocsOptions = {}): string {
+export function renderDocs(composition: Composition, options?: DocsOptions): string {
+  const { preface = '' } = checkedOptions('renderDocs', options, ['preface']);
+  if (typeof preface !== 'string')
+    throw new ConfigArgumentError('renderDocs', 'options.preface', preface, 'Markdown, a string');
   const groups = composition.groups.map((group) =>
     [`## ${code(group.name)}`, '', group.description, '', group.settings.map(settingSection).join('\n\n')].join('\n'),
   );
   const rules = composition.rules.map(({ description: { rule, why } }) => `- ${code(rule)}: ${why}`);
-  const preface = options.preface === undefined ? '' : `${options.preface}\n\n`;
   return `# Settings
 
-${preface}Groups: ${composition.groups.map((group) => code(group.name)).join(', ')}.
+${preface === '' ? '' : `${preface}\n\n`}Groups: ${composition.groups.map((group) => code(group.name)).join(', ')}.
 
 Each group is declared once, by the layer that owns it (\`defineGroup\` of \`@kvreuse/config\`): every
 setting's name, type, default, unit and description. A process composes the groups it uses

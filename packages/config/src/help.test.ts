@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { allSampleGroups, routerGroup } from '../test/sample-groups.js';
 import { compose } from './composition.js';
+import { describeValue } from '@kvreuse/errors';
 import { renderHelp } from './help.js';
 
 const every = compose(allSampleGroups, 'error');
@@ -36,5 +37,16 @@ describe('renderSettingsHelp', () => {
         if (line.trim().includes(' ')) expect(line.length, line).toBeLessThanOrEqual(width);
       }
     }
+  });
+
+  it('refuses options it does not take, and a width that is no integer ≥ 1, naming them', () => {
+    const refused = (options: unknown, message: string) =>
+      expect(() => renderHelp(every, options as never)).toThrow(
+        expect.objectContaining({ code: 'INVALID_ARGUMENT', message }),
+      );
+    refused(null, 'renderHelp: options must be undefined or { width? }; got null');
+    refused({ widht: 60 }, 'renderHelp: options.widht must be left out: the options are { width? }; got 60');
+    for (const width of [0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, '60'])
+      refused({ width }, `renderHelp: options.width must be an integer ≥ 1; got ${describeValue(width)}`);
   });
 });

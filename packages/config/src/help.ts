@@ -1,6 +1,8 @@
 import { COERCION_RULES } from './coerce.js';
 import type { Composition } from './composition.js';
 import { formatValue, type SettingDescription } from './descriptions.js';
+import { ConfigArgumentError } from './errors.js';
+import { checkedOptions } from './function-options.js';
 
 export interface HelpOptions {
   /** Columns to wrap at; 100 by default. */
@@ -35,8 +37,10 @@ function settingHelp(setting: SettingDescription, width: number): string[] {
 }
 
 /** Help text for a CLI: every composed setting's flag, grouped, with its variable, file key, type and default. */
-export function renderHelp(composition: Composition, options: HelpOptions = {}): string {
-  const width = options.width ?? 100;
+export function renderHelp(composition: Composition, options?: HelpOptions): string {
+  const { width = 100 } = checkedOptions('renderHelp', options, ['width']);
+  if (typeof width !== 'number' || !Number.isSafeInteger(width) || width < 1)
+    throw new ConfigArgumentError('renderHelp', 'options.width', width, 'an integer ≥ 1');
   const sections = composition.groups.map((group) =>
     [
       `${group.name}:`,
