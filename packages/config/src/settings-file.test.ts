@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, truncateSync, writeFileSync } from 'node:fs';
+import { mkdirSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { temporaryDirectory } from '../test/temporary-directory.js';
@@ -160,5 +160,16 @@ describe('findSettingsFile', () => {
     expect(findSettingsFile({ env: { KVREUSE_CONFIG: '' }, cwd })).toBeUndefined();
     write('lookup/kvreuse.yaml', 'router: {}\n');
     expect(findSettingsFile({ env: {}, cwd })).toEqual({ path: join(cwd, 'kvreuse.yaml'), from: 'cwd' });
+  });
+
+  it('finds a ./kvreuse.yaml that is a link to nothing, for reading it to say so, rather than running on defaults', () => {
+    const linked = join(directory, 'linked');
+    mkdirSync(linked);
+    symlinkSync(join(directory, 'unmounted.yaml'), join(linked, 'kvreuse.yaml'));
+    const found = findSettingsFile({ env: {}, cwd: linked });
+    expect(found).toEqual({ path: join(linked, 'kvreuse.yaml'), from: 'cwd' });
+    expect(fileError(() => loadSettingsFile(found!.path)).message).toBe(
+      `settings file ${join(linked, 'kvreuse.yaml')}: cannot be read: no such file`,
+    );
   });
 });

@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { lstatSync } from 'node:fs';
 import { extname, join, resolve } from 'node:path';
 import { isMap, isScalar, LineCounter, parseDocument, type Node } from 'yaml';
 import { describeValue } from '@kvreuse/errors';
@@ -153,8 +153,9 @@ export interface FoundSettingsFile {
 
 /**
  * The settings file of a command, looked up in one order: the path given (`--config`), else the one
- * `KVREUSE_CONFIG` names, else `kvreuse.yaml` in `cwd` when it exists; undefined when none. A file named
- * by the option or the variable is returned whether it exists or not, for reading it to say what is wrong.
+ * `KVREUSE_CONFIG` names, else `kvreuse.yaml` in `cwd` when that name exists (a link to nothing too);
+ * undefined when none. A file named by the option or the variable is returned whether it exists or not,
+ * for reading it to say what is wrong.
  */
 export function findSettingsFile(locations: {
   readonly option?: string | undefined;
@@ -173,5 +174,5 @@ export function findSettingsFile(locations: {
   const named = env[SETTINGS_FILE_VARIABLE];
   if (named !== undefined && named !== '') return { path: resolve(cwd, named), from: 'env' };
   const local = join(cwd, SETTINGS_FILE_NAME);
-  return existsSync(local) ? { path: local, from: 'cwd' } : undefined;
+  return lstatSync(local, { throwIfNoEntry: false }) === undefined ? undefined : { path: local, from: 'cwd' };
 }
