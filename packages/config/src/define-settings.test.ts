@@ -40,6 +40,20 @@ describe('defineSettings: one composition', () => {
     expect(docs).toContain('## Rules between settings\n\nNone.');
   });
 
+  it('shares its descriptions and JSON Schema frozen: a caller that edits them cannot change how values are read', () => {
+    const router = defineSettings([routerGroup]);
+    const reuse = router.describeSetting('router.enableDecodeToPrefillReuse');
+    expect(() => {
+      (reuse.jsonSchema as Record<string, unknown>)['type'] = 'string';
+    }).toThrow(TypeError);
+    const groups = router.jsonSchema['properties'] as Record<string, { properties: Record<string, object> }>;
+    expect(() => {
+      delete (groups['router']!.properties as Record<string, unknown>)['enable_decode_to_prefill_reuse'];
+    }).toThrow(TypeError);
+    const env = { KVREUSE_ROUTER_ENABLE_DECODE_TO_PREFILL_REUSE: '1' };
+    expect(router.resolve({ env }).settings.router.enableDecodeToPrefillReuse).toBe(true);
+  });
+
   it('refuses renderDocs options it does not take, and a preface that is no string, naming them', () => {
     const refused = (options: unknown, message: string) =>
       expect(() => frontend.renderDocs(options as never)).toThrow(

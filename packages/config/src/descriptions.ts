@@ -46,9 +46,21 @@ export const ENV_PREFIX = 'KVREUSE_';
 
 const MAX_SAFE = Number.MAX_SAFE_INTEGER;
 
+/**
+ * `value` with every object and array in it frozen. Descriptions and JSON Schemas are shared by every
+ * caller of a composition, and resolution reads them: an edit by one caller must not change the others.
+ */
+export function deepFrozen<T>(value: T): T {
+  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const child of Object.values(value)) deepFrozen(child);
+  }
+  return value;
+}
+
 function valueJsonSchema(schema: z.ZodType): ValueJsonSchema {
   const { $schema: _draft, ...rest } = z.toJSONSchema(schema);
-  return rest;
+  return deepFrozen(rest);
 }
 
 function numberOrUndefined(value: unknown): number | undefined {

@@ -1,4 +1,5 @@
 import type { Composition } from './composition.js';
+import { deepFrozen } from './descriptions.js';
 import { GROUP_NAME } from './group.js';
 
 /**
@@ -36,7 +37,7 @@ export function settingsFileJsonSchema(composition: Composition): Readonly<Recor
           },
         }
       : {};
-  return {
+  return deepFrozen({
     $schema: 'https://json-schema.org/draft/2020-12/schema',
     title: 'kvreuse settings file',
     description:
@@ -45,5 +46,5 @@ export function settingsFileJsonSchema(composition: Composition): Readonly<Recor
     additionalProperties: false,
     properties: groups,
     ...foreign,
-  };
+  });
 }
