@@ -227,6 +227,14 @@ describe('admit: every refusal names the profile field, the expected and the act
     expect(() => admit(qwen, { ...facts, capabilities: { backends: ['ucx'] } as never })).toThrow(
       refused('facts.capabilities'),
     );
+    for (const capabilities of [
+      { backends: ['ucx'], vram: { supported: false } },
+      { backends: ['ucx', 7], vram: { supported: true } },
+    ]) {
+      expect(() => admit(qwen, { ...facts, capabilities: capabilities as never })).toThrow(
+        refused('facts.capabilities'),
+      );
+    }
     expect(() => admit(qwen, { ...facts, settings: { router: {} } as never })).toThrow(refused('facts.settings'));
     expect(() => admit(qwen, { ...facts, composition: undefined as never })).toThrow(refused('facts.composition'));
     expect(() => admit(qwen, { ...facts, blockHashFunction: 2 as never })).toThrow(refused('facts.blockHashFunction'));

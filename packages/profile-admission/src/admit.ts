@@ -308,8 +308,11 @@ export function checkCapabilities(capabilities: NativeCapabilities, argument: st
   if (
     !isObject(capabilities) ||
     !Array.isArray(capabilities.backends) ||
+    !capabilities.backends.every((backend) => typeof backend === 'string') ||
     !isObject(capabilities.vram) ||
-    typeof capabilities.vram.supported !== 'boolean'
+    typeof capabilities.vram.supported !== 'boolean' ||
+    // Refusals and activation quote the library's reason: without one they would say "undefined".
+    (!capabilities.vram.supported && typeof capabilities.vram.reason !== 'string')
   ) {
     throw new InvalidAdmissionInputError(
       argument,
