@@ -128,11 +128,12 @@ static kvt_status prefault(const kvt_allocation *allocation) {
     char backing[256];
     bool shared;
     kvt_mapping_describe(allocation->address, backing, sizeof backing, &shared);
-    char posix_free[KVT_FREE_BYTES_DESCRIPTION_SIZE];
-    kvt_free_bytes_describe(kvt_posix_segment_dir(), posix_free, sizeof posix_free);
+    char room[KVT_SHARED_MEMORY_DESCRIPTION_SIZE] = "";
+    if (allocation->shared_memory.sysv || allocation->shared_memory.posix)
+        kvt_shared_memory_describe(allocation->shared_memory, room, sizeof room);
     return kvt_fail(error == EFAULT || error == ENOMEM ? KVT_ERR_NO_MEMORY : KVT_ERR_BACKEND,
-                    "kvt_mem_alloc: the system cannot back %llu bytes (%s; prefaulting failed: %s); %s",
-                    (unsigned long long)allocation->length, backing, strerror(error), posix_free);
+                    "kvt_mem_alloc: the system cannot back %llu bytes (%s; prefaulting failed: %s)%s%s",
+                    (unsigned long long)allocation->length, backing, strerror(error), room[0] ? "; " : "", room);
 }
 
 /* Backs the pages of a fresh allocation and locks them when asked (sets allocation->locked). */

@@ -4,6 +4,7 @@
 
 #include "kvreuse_transport.h"
 
+#include "services/mapping.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -14,6 +15,9 @@ typedef struct kvt_allocation {
     uint64_t address, length;
     uint32_t kind, device; /* KVT_MEM_*: vram allocations are the CUDA driver's (vram.c), without a backend part */
     void *backend;         /* UCX: ucp_mem_h of the UCP_MEM_MAP_ALLOCATE mapping */
+    /* The shared memory the backend may have placed it in (UCX: the kinds UCX_TLS leaves in); none for private
+     * memory. */
+    kvt_shared_memory_kinds shared_memory;
     bool locked;
     bool populating; /* kvt_mem_alloc_begin: its pages are being backed on the progress thread */
     /* kvt_mem_open_vram_ipc: another process's vram mapped here through its CUDA IPC handle (kept: regions

@@ -14,6 +14,7 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/shm.h>
@@ -174,13 +175,9 @@ static void allocation_in_posix_alone(void) {
     CHECK_OK(kvt_agent_destroy(agent));
 }
 
-/* Inside the namespaces run_in_small_shm makes, UCX_TLS leaving posix out: with every SysV segment id this IPC
- * namespace allows (kernel.shmmni) taken, SysV refuses 1 MiB that its limits have room for and UCX falls back to
- * private memory. The refusal says that SysV refused it and that UCX_TLS leaves posix out, not what the posix
- * directory has, which UCX never tried. */
-static void private_fallback_when_sysv_refuses(void) {
-    if (!in_small_shm()) return;
-    uint32_t agent = make_agent("sysv-refuses");
+/* Takes every SysV segment id this IPC namespace allows (kernel.shmmni): SysV then refuses any new segment, however
+ * much room its limits have. */
+static void take_every_sysv_segment_id(void) {
     struct shm_info usage;
     CHECK(shmctl(0, SHM_INFO, (struct shmid_ds *)(void *)&usage) >= 0, "shmctl(SHM_INFO): %s", strerror(errno));
     char ids[32];
@@ -189,10 +186,48 @@ static void private_fallback_when_sysv_refuses(void) {
     CHECK(fd >= 0 && write(fd, ids, (size_t)ids_length) == ids_length, "set kernel.shmmni to %s: %s", ids,
           strerror(errno));
     close(fd);
+}
+
+/* Inside the namespaces run_in_small_shm makes, UCX_TLS leaving posix out: with every SysV segment id this IPC
+ * namespace allows (kernel.shmmni) taken, SysV refuses 1 MiB that its limits have room for and UCX falls back to
+ * private memory. The refusal says that SysV refused it and that UCX_TLS leaves posix out, not what the posix
+ * directory has, which UCX never tried. */
+static void private_fallback_when_sysv_refuses(void) {
+    if (!in_small_shm()) return;
+    uint32_t agent = make_agent("sysv-refuses");
+    take_every_sysv_segment_id();
     uint64_t address = 0;
     CHECK_STATUS(KVT_ERR_NO_MEMORY, kvt_mem_alloc(agent, 1u << 20, 0, &address));
     CHECK_DETAIL("no shared memory for 1048576 bytes: SysV shared memory refused it (UCX_TLS leaves posix out), so UCX "
                  "fell back to private memory");
+    CHECK(counter(agent, KVT_COUNTER_LIVE_ALLOCATIONS) == 0, "the refusal left no allocation");
+    CHECK_OK(kvt_agent_destroy(agent));
+}
+
+/* The SysV room that ROOMY_SYSV_LIMIT leaves, as the details below say it, where UCX_TLS leaves posix out. */
+#define ROOMY_SYSV_ALONE "SysV shared memory takes at most " ROOMY_SYSV_LIMIT " bytes (UCX_TLS leaves posix out)"
+
+/* Checks that the last detail counts SysV shared memory alone: nothing of UCX's posix directory, which UCX_TLS leaves
+ * out. */
+static void check_detail_counts_sysv_alone(void) {
+    CHECK_DETAIL(ROOMY_SYSV_ALONE);
+    CHECK(strstr(kvt_last_error_detail(), posix_dir()) == NULL, "the detail '%s' names %s, which UCX never tried",
+          kvt_last_error_detail(), posix_dir());
+}
+
+/* Inside the namespaces run_in_small_shm makes, UCX_TLS leaving posix out and UCX allocating from SysV alone
+ * (UCX_ALLOC_PRIO=md:sysv): with every SysV segment id taken, ucp_mem_map fails, and its detail says what SysV shared
+ * memory has room for, not what the posix directory has. */
+static void mem_map_failure_when_sysv_refuses(void) {
+    if (!in_small_shm()) return;
+    setenv("UCX_ALLOC_PRIO", "md:sysv", 1);
+    uint32_t agent = make_agent("sysv-mem-map");
+    unsetenv("UCX_ALLOC_PRIO");
+    take_every_sysv_segment_id();
+    uint64_t address = 0;
+    CHECK_STATUS(KVT_ERR_NO_MEMORY, kvt_mem_alloc(agent, 1u << 20, 0, &address));
+    CHECK_DETAIL("ucp_mem_map(ALLOCATE, 1048576 bytes) failed");
+    check_detail_counts_sysv_alone();
     CHECK(counter(agent, KVT_COUNTER_LIVE_ALLOCATIONS) == 0, "the refusal left no allocation");
     CHECK_OK(kvt_agent_destroy(agent));
 }
@@ -205,6 +240,12 @@ static void private_fallback_when_sysv_refuses(void) {
 #endif
 
 #ifdef AUDIT_ARCH_NATIVE
+/* Puts this process under the seccomp filter `program` (for the rest of its life). */
+static bool install_filter(struct sock_filter *program, unsigned short length) {
+    struct sock_fprog filter = {.len = length, .filter = program};
+    return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &filter) == 0;
+}
+
 /* As on a kernel without SysV IPC: shmget, shmat, shmdt and shmctl fail with ENOSYS, every other call goes on. */
 static bool refuse_sysv_shared_memory(void) {
     struct sock_filter program[] = {
@@ -219,10 +260,44 @@ static bool refuse_sysv_shared_memory(void) {
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
     };
-    struct sock_fprog filter = {.len = sizeof program / sizeof program[0], .filter = program};
-    return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &filter) == 0;
+    return install_filter(program, sizeof program / sizeof program[0]);
+}
+
+/* As where the system cannot back memory: madvise(MADV_POPULATE_WRITE) fails with ENOMEM, every other call goes on. */
+static bool refuse_prefaulting(void) {
+    struct sock_filter program[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_NATIVE, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_madvise, 0, 3),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2])), /* the advice (its low half) */
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, MADV_POPULATE_WRITE, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOMEM),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    return install_filter(program, sizeof program / sizeof program[0]);
 }
 #endif
+
+/* Inside the namespaces run_in_small_shm makes, UCX_TLS leaving posix out, where prefaulting fails (a seccomp filter
+ * fails madvise(MADV_POPULATE_WRITE) with ENOMEM): the allocation UCX placed in SysV shared memory is refused, its
+ * detail saying what SysV shared memory has room for, not what the posix directory has. */
+static void prefault_failure_in_sysv_alone(void) {
+    if (!in_small_shm()) return;
+#ifndef AUDIT_ARCH_NATIVE
+    test_skip_reason = "the seccomp filter that refuses prefaulting knows the system calls of x86_64 and aarch64 only";
+#else
+    CHECK(refuse_prefaulting(), "seccomp: %s", strerror(errno));
+    uint32_t agent = make_agent("sysv-prefault");
+    uint64_t address = 0;
+    CHECK_STATUS(KVT_ERR_NO_MEMORY, kvt_mem_alloc(agent, 1u << 20, 0, &address));
+    CHECK_DETAIL("the system cannot back 1048576 bytes (/SYSV");
+    check_detail_counts_sysv_alone();
+    CHECK(counter(agent, KVT_COUNTER_LIVE_ALLOCATIONS) == 0, "the refusal left no allocation");
+    CHECK_OK(kvt_agent_destroy(agent));
+#endif
+}
 
 typedef struct {
     const char *small_dir;   /* the 24 MiB tmpfs: /dev/shm, or a directory in a 128 MiB /dev/shm */
@@ -387,6 +462,19 @@ static void private_fallback_names_what_ucx_had(void) {
         (small_shm){"/dev/shm", "UCX_TLS=^posix", false, ROOMY_SYSV_LIMIT, "private_fallback_when_sysv_refuses", NULL});
 }
 
+/* UCX_TLS=^posix, every SysV segment id taken and UCX allocating from SysV alone: ucp_mem_map fails, and the refusal
+ * counts SysV shared memory alone, as the room check does. */
+static void mem_map_failure_counts_what_ucx_tls_leaves_in(void) {
+    run_in_small_shm(
+        (small_shm){"/dev/shm", "UCX_TLS=^posix", false, ROOMY_SYSV_LIMIT, "mem_map_failure_when_sysv_refuses", NULL});
+}
+
+/* UCX_TLS=^posix and prefaulting refused: the refusal counts SysV shared memory alone, as the room check does. */
+static void prefault_failure_counts_what_ucx_tls_leaves_in(void) {
+    run_in_small_shm(
+        (small_shm){"/dev/shm", "UCX_TLS=^posix", false, ROOMY_SYSV_LIMIT, "prefault_failure_in_sysv_alone", NULL});
+}
+
 /* UCX_TLS read as UCX 1.13 reads it: whole names, '^' negating the whole list, "all", the aliases (sm, shm and mm
  * cover posix and sysv), '\' taking a name as a transport's own, ":aux". */
 static void ucx_tls_is_read_as_ucx_reads_it(void) {
@@ -439,6 +527,8 @@ TEST_MAIN("shared-memory", TEST(full_dev_shm_is_a_typed_refusal), TEST(full_posi
           TEST(sysv_left_out_counts_the_posix_dir_alone), TEST(sysv_unlisted_counts_the_posix_dir_alone),
           TEST(without_sysv_ipc_the_posix_dir_alone_counts), TEST(unaskable_sysv_limits_are_no_room),
           TEST(unaskable_posix_dir_is_no_room), TEST(unaskable_posix_dir_without_sysv_is_no_room),
-          TEST(private_fallback_names_what_ucx_had), TEST(ucx_tls_is_read_as_ucx_reads_it),
+          TEST(private_fallback_names_what_ucx_had), TEST(mem_map_failure_counts_what_ucx_tls_leaves_in),
+          TEST(prefault_failure_counts_what_ucx_tls_leaves_in), TEST(ucx_tls_is_read_as_ucx_reads_it),
           TEST(allocation_in_a_small_shm), TEST(allocation_with_a_limit_unasked), TEST(allocation_in_posix_alone),
-          TEST(private_fallback_when_sysv_refuses))
+          TEST(private_fallback_when_sysv_refuses), TEST(mem_map_failure_when_sysv_refuses),
+          TEST(prefault_failure_in_sysv_alone))

@@ -93,20 +93,6 @@ static bool free_bytes(const char *dir, uint64_t *out) {
     return true;
 }
 
-/* What free_bytes answered for `dir` (`error` its errno when it could not ask), as a refusal's detail says it. */
-static void describe_free_bytes(const char *dir, bool known, uint64_t bytes, int error, char *out, size_t size) {
-    if (known)
-        snprintf(out, size, "%s has %llu bytes free", dir, (unsigned long long)bytes);
-    else
-        snprintf(out, size, "%s could not be asked for its free bytes (statvfs: %s)", dir, strerror(error));
-}
-
-void kvt_free_bytes_describe(const char *dir, char *out, size_t size) {
-    uint64_t bytes = 0;
-    bool known = free_bytes(dir, &bytes);
-    describe_free_bytes(dir, known, bytes, errno, out, size);
-}
-
 /* The largest segment SysV shared memory takes now into *out: kernel.shmmax, within the pages kernel.shmall leaves
  * to this IPC namespace; false (errno set) when it cannot be asked. */
 static bool sysv_room_bytes(uint64_t page, uint64_t *out) {
@@ -132,35 +118,83 @@ static void describe_with_left_out(const char *counted, kvt_shared_memory_kinds 
         snprintf(out, size, "UCX_TLS leaves %s out", left_out);
 }
 
+/* What one kind of shared memory has room for, as asked now; `error` is the errno where it could not be asked. */
+typedef struct {
+    bool known;
+    uint64_t bytes;
+    int error;
+} room_answer;
+
+static room_answer ask_posix_room(void) {
+    room_answer answer = {0};
+    answer.known = free_bytes(kvt_posix_segment_dir(), &answer.bytes);
+    answer.error = errno;
+    return answer;
+}
+
+static room_answer ask_sysv_room(void) {
+    room_answer answer = {0};
+    answer.known = sysv_room_bytes((uint64_t)sysconf(_SC_PAGESIZE), &answer.bytes);
+    answer.error = errno;
+    return answer;
+}
+
+/* The room of each of `kinds` (posix: the bytes free in kvt_posix_segment_dir(); sysv: the largest segment); none
+ * asked for a kind left out. */
+static void ask_room(kvt_shared_memory_kinds kinds, room_answer *posix, room_answer *sysv) {
+    *posix = kinds.posix ? ask_posix_room() : (room_answer){0};
+    *sysv = kinds.sysv ? ask_sysv_room() : (room_answer){0};
+}
+
+/* What ask_posix_room answered, as a refusal's detail says it (a long directory is cut short at `size`). */
+static void describe_posix_room(const room_answer *posix, char *out, size_t size) {
+    const char *dir = kvt_posix_segment_dir();
+    if (posix->known)
+        snprintf(out, size, "%s has %llu bytes free", dir, (unsigned long long)posix->bytes);
+    else
+        snprintf(out, size, "%s could not be asked for its free bytes (statvfs: %s)", dir, strerror(posix->error));
+}
+
+/* What ask_room answered for `kinds`, then the kinds UCX_TLS leaves out. */
+static void describe_room(kvt_shared_memory_kinds kinds, const room_answer *posix, const room_answer *sysv, char *out,
+                          size_t size) {
+    char posix_room[320] = "", sysv_room[160] = "", counted[512];
+    if (kinds.posix) describe_posix_room(posix, posix_room, sizeof posix_room);
+    if (sysv->known)
+        snprintf(sysv_room, sizeof sysv_room, "SysV shared memory takes at most %llu bytes",
+                 (unsigned long long)sysv->bytes);
+    else if (kinds.sysv)
+        snprintf(sysv_room, sizeof sysv_room, "SysV shared memory could not be asked for its limits (shmctl: %s)",
+                 strerror(sysv->error));
+    snprintf(counted, sizeof counted, "%s%s%s", posix_room, posix_room[0] && sysv_room[0] ? " and " : "", sysv_room);
+    describe_with_left_out(counted, kinds, out, size);
+}
+
 /* A limit that cannot be asked is no room: without SysV IPC UCX has no SysV segments, and UCX 1.13 leaves its posix
  * transport out when statvfs fails on its directory. */
 bool kvt_shared_memory_room(uint64_t length, kvt_shared_memory_kinds kinds, char *why, size_t why_size) {
     uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
     uint64_t segment = (length + page - 1) / page * page;
-    const char *dir = kvt_posix_segment_dir();
-    uint64_t posix_free = 0, sysv = 0;
-    bool posix_known = kinds.posix && free_bytes(dir, &posix_free);
-    int posix_error = errno;
-    bool sysv_known = kinds.sysv && sysv_room_bytes(page, &sysv);
-    int sysv_error = errno;
-    if ((posix_known && segment <= posix_free) || (sysv_known && segment <= sysv)) return true;
-    char posix[KVT_FREE_BYTES_DESCRIPTION_SIZE] = "", sysv_limit[160] = "", counted[512];
-    if (kinds.posix) describe_free_bytes(dir, posix_known, posix_free, posix_error, posix, sizeof posix);
-    if (sysv_known)
-        snprintf(sysv_limit, sizeof sysv_limit, "SysV shared memory takes at most %llu bytes",
-                 (unsigned long long)sysv);
-    else if (kinds.sysv)
-        snprintf(sysv_limit, sizeof sysv_limit, "SysV shared memory could not be asked for its limits (shmctl: %s)",
-                 strerror(sysv_error));
-    snprintf(counted, sizeof counted, "%s%s%s", posix, posix[0] && sysv_limit[0] ? " and " : "", sysv_limit);
-    describe_with_left_out(counted, kinds, why, why_size);
+    room_answer posix, sysv;
+    ask_room(kinds, &posix, &sysv);
+    if ((posix.known && segment <= posix.bytes) || (sysv.known && segment <= sysv.bytes)) return true;
+    describe_room(kinds, &posix, &sysv, why, why_size);
     return false;
 }
 
+void kvt_shared_memory_describe(kvt_shared_memory_kinds kinds, char *out, size_t size) {
+    room_answer posix, sysv;
+    ask_room(kinds, &posix, &sysv);
+    describe_room(kinds, &posix, &sysv, out, size);
+}
+
 void kvt_shared_memory_refusal_describe(kvt_shared_memory_kinds kinds, char *out, size_t size) {
-    char posix[KVT_FREE_BYTES_DESCRIPTION_SIZE] = "", counted[512];
-    if (kinds.posix) kvt_free_bytes_describe(kvt_posix_segment_dir(), posix, sizeof posix);
+    char posix_room[320] = "", counted[512];
+    if (kinds.posix) {
+        room_answer posix = ask_posix_room();
+        describe_posix_room(&posix, posix_room, sizeof posix_room);
+    }
     snprintf(counted, sizeof counted, "%s%s%s", kinds.sysv ? "SysV shared memory refused it" : "",
-             kinds.sysv && kinds.posix ? " and " : "", posix);
+             kinds.sysv && kinds.posix ? " and " : "", posix_room);
     describe_with_left_out(counted, kinds, out, size);
 }

@@ -18,11 +18,6 @@ bool kvt_mapping_of_file(uint64_t address, uint64_t length, uint64_t device, uin
                          char *why, size_t why_size);
 /* The directory UCX's posix transport puts its segments in: UCX_POSIX_DIR, /dev/shm when unset (UCX's default). */
 const char *kvt_posix_segment_dir(void);
-/* The bytes free in the filesystem of `dir`, as a refusal's detail says it: "<dir> has N bytes free", or, when statvfs
- * cannot ask it, that it could not be asked and why. */
-void kvt_free_bytes_describe(const char *dir, char *out, size_t size);
-/* Room for what kvt_free_bytes_describe writes (a long directory is cut short). */
-enum { KVT_FREE_BYTES_DESCRIPTION_SIZE = 320 };
 /* The kinds of shared memory UCX allocates from, each as UCX_TLS leaves its transport in or out. */
 typedef struct {
     bool sysv;  /* the sysv transport: SysV segments */
@@ -36,5 +31,10 @@ bool kvt_shared_memory_room(uint64_t length, kvt_shared_memory_kinds kinds, char
  * memory refused it, what kvt_posix_segment_dir() has free (each where `kinds` has it), and which kinds UCX_TLS
  * leaves out. */
 void kvt_shared_memory_refusal_describe(kvt_shared_memory_kinds kinds, char *out, size_t size);
+/* What each of `kinds` has room for, as kvt_shared_memory_room's refusal says it ("/dev/shm has N bytes free and SysV
+ * shared memory takes at most M bytes", or why one could not be asked), then which kinds UCX_TLS leaves out. */
+void kvt_shared_memory_describe(kvt_shared_memory_kinds kinds, char *out, size_t size);
+/* Room for what the calls above write (a long directory is cut short). */
+enum { KVT_SHARED_MEMORY_DESCRIPTION_SIZE = 640 };
 
 #endif

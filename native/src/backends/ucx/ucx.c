@@ -313,7 +313,7 @@ static kvt_status ucx_alloc(kvt_agent *agent, kvt_allocation *allocation, char *
     ucx_state *state = state_of(agent);
     /* Refused before UCX tries: it tests its posix directory by writing the whole segment there, filling it meanwhile. */
     bool allocates_shared = state->allocates_from.sysv || state->allocates_from.posix;
-    char why_not_shared[640];
+    char why_not_shared[KVT_SHARED_MEMORY_DESCRIPTION_SIZE];
     if (allocates_shared &&
         !kvt_shared_memory_room(allocation->length, state->allocates_from, why_not_shared, sizeof why_not_shared)) {
         snprintf(detail, detail_size, "kvt_mem_alloc: no shared memory for %llu bytes: %s",
@@ -328,11 +328,11 @@ static kvt_status ucx_alloc(kvt_agent *agent, kvt_allocation *allocation, char *
     };
     ucp_mem_h memh;
     ucs_status_t status = ucp_mem_map(state->context, &params, &memh);
-    char posix_free[KVT_FREE_BYTES_DESCRIPTION_SIZE];
     if (status != UCS_OK) {
-        kvt_free_bytes_describe(kvt_posix_segment_dir(), posix_free, sizeof posix_free);
+        char room[KVT_SHARED_MEMORY_DESCRIPTION_SIZE];
+        kvt_shared_memory_describe(state->allocates_from, room, sizeof room);
         snprintf(detail, detail_size, "kvt_mem_alloc: ucp_mem_map(ALLOCATE, %llu bytes) failed: %s (%s)",
-                 (unsigned long long)allocation->length, ucs_status_string(status), posix_free);
+                 (unsigned long long)allocation->length, ucs_status_string(status), room);
         return status == UCS_ERR_NO_MEMORY ? KVT_ERR_NO_MEMORY : KVT_ERR_BACKEND;
     }
     ucp_mem_attr_t attr = {.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH};
@@ -362,6 +362,7 @@ static kvt_status ucx_alloc(kvt_agent *agent, kvt_allocation *allocation, char *
     }
     allocation->address = (uint64_t)(uintptr_t)attr.address;
     allocation->backend = memh;
+    allocation->shared_memory = state->allocates_from;
     return KVT_OK;
 }
 
