@@ -388,6 +388,22 @@ static void sysv_unlisted_counts_the_posix_dir_alone(void) {
         (small_shm){"/dev/shm", "UCX_TLS=posix,tcp,self", false, ROOMY_SYSV_LIMIT, "allocation_in_posix_alone", NULL});
 }
 
+/* The same where UCX_TLS=^sysv comes from a ucx.conf (in the directory UCX_CONFIG_DIR names), not the environment:
+ * UCX 1.13 reads it there, and so does the room check. */
+static void sysv_left_out_by_ucx_conf_counts_the_posix_dir_alone(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_UCX, "the loopback backend allocates private memory, not shared memory");
+    char dir[] = "/tmp/kvt-ucx-conf-XXXXXX", conf[64], setting[64];
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp: %s", strerror(errno));
+    snprintf(conf, sizeof conf, "%s/ucx.conf", dir);
+    FILE *file = fopen(conf, "w");
+    CHECK(file != NULL && fputs("UCX_TLS=^sysv\n", file) >= 0 && fclose(file) == 0, "write %s: %s", conf,
+          strerror(errno));
+    snprintf(setting, sizeof setting, "UCX_CONFIG_DIR=%s", dir);
+    run_in_small_shm((small_shm){"/dev/shm", setting, false, ROOMY_SYSV_LIMIT, "allocation_in_posix_alone", NULL});
+    unlink(conf);
+    rmdir(dir);
+}
+
 /* Without SysV IPC, UCX has no SysV segments either (its sysv transport fails the worker, so UCX_TLS leaves it out):
  * the posix directory alone is counted, and the refusal says UCX_TLS leaves sysv out. */
 static void without_sysv_ipc_the_posix_dir_alone_counts(void) {
@@ -525,10 +541,10 @@ static void ucx_tls_is_read_as_ucx_reads_it(void) {
 
 TEST_MAIN("shared-memory", TEST(full_dev_shm_is_a_typed_refusal), TEST(full_posix_dir_is_a_typed_refusal),
           TEST(sysv_left_out_counts_the_posix_dir_alone), TEST(sysv_unlisted_counts_the_posix_dir_alone),
-          TEST(without_sysv_ipc_the_posix_dir_alone_counts), TEST(unaskable_sysv_limits_are_no_room),
-          TEST(unaskable_posix_dir_is_no_room), TEST(unaskable_posix_dir_without_sysv_is_no_room),
-          TEST(private_fallback_names_what_ucx_had), TEST(mem_map_failure_counts_what_ucx_tls_leaves_in),
-          TEST(prefault_failure_counts_what_ucx_tls_leaves_in), TEST(ucx_tls_is_read_as_ucx_reads_it),
-          TEST(allocation_in_a_small_shm), TEST(allocation_with_a_limit_unasked), TEST(allocation_in_posix_alone),
-          TEST(private_fallback_when_sysv_refuses), TEST(mem_map_failure_when_sysv_refuses),
-          TEST(prefault_failure_in_sysv_alone))
+          TEST(sysv_left_out_by_ucx_conf_counts_the_posix_dir_alone), TEST(without_sysv_ipc_the_posix_dir_alone_counts),
+          TEST(unaskable_sysv_limits_are_no_room), TEST(unaskable_posix_dir_is_no_room),
+          TEST(unaskable_posix_dir_without_sysv_is_no_room), TEST(private_fallback_names_what_ucx_had),
+          TEST(mem_map_failure_counts_what_ucx_tls_leaves_in), TEST(prefault_failure_counts_what_ucx_tls_leaves_in),
+          TEST(ucx_tls_is_read_as_ucx_reads_it), TEST(allocation_in_a_small_shm), TEST(allocation_with_a_limit_unasked),
+          TEST(allocation_in_posix_alone), TEST(private_fallback_when_sysv_refuses),
+          TEST(mem_map_failure_when_sysv_refuses), TEST(prefault_failure_in_sysv_alone))

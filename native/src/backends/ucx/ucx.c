@@ -13,6 +13,7 @@
 #include "services/notify_header.h"
 #include "services/status.h"
 
+#include <errno.h>
 #include <poll.h>
 #include <sched.h>
 #include <stdio.h>
@@ -244,7 +245,13 @@ static kvt_status ucx_open(kvt_agent *agent, ucx_state *state, char *detail, siz
     ucp_config_t *config;
     ucs_status_t status = ucp_config_read(NULL, NULL, &config);
     if (status != UCS_OK) return ucx_fail(detail, detail_size, "ucp_config_read", status);
-    const char *tls = agent->ucx_transports[0] ? agent->ucx_transports : getenv("UCX_TLS");
+    char tls_read[256];
+    const char *tls;
+    if (!ucx_tls_read(config, agent->ucx_transports, tls_read, sizeof tls_read, &tls)) {
+        snprintf(detail, detail_size, "UCX's configuration could not be read for UCX_TLS: %s", strerror(errno));
+        ucp_config_release(config);
+        return KVT_ERR_NO_MEMORY;
+    }
     static const char *const memory_mappers[] = {"posix", "sysv", "xpmem"};
     static const char *const networks[] = {"tcp", "rc_verbs", "rc_mlx5", "ud_verbs", "ud_mlx5", "dc_mlx5"};
     state->shared_memory = tls_uses_any(tls, memory_mappers, sizeof memory_mappers / sizeof memory_mappers[0]);

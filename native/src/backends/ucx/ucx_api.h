@@ -15,6 +15,7 @@
     X(ucp_am_send_nbx)                                                                                                 \
     X(ucp_cleanup)                                                                                                     \
     X(ucp_config_modify)                                                                                               \
+    X(ucp_config_print)                                                                                                \
     X(ucp_config_read)                                                                                                 \
     X(ucp_config_release)                                                                                              \
     X(ucp_ep_close_nbx)                                                                                                \
@@ -63,6 +64,7 @@ extern kvt_ucx_functions kvt_ucx;
 #define ucp_am_send_nbx kvt_ucx.ucp_am_send_nbx
 #define ucp_cleanup kvt_ucx.ucp_cleanup
 #define ucp_config_modify kvt_ucx.ucp_config_modify
+#define ucp_config_print kvt_ucx.ucp_config_print
 #define ucp_config_read kvt_ucx.ucp_config_read
 #define ucp_config_release kvt_ucx.ucp_config_release
 #define ucp_ep_close_nbx kvt_ucx.ucp_ep_close_nbx

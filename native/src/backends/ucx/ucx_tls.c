@@ -6,7 +6,12 @@
 #include "backends/ucx/ucx_tls.h"
 
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* The longest value ucp_config_print prints whole: its buffer holds 128 bytes, less '=', the NUL and snprintf's own. */
+#define PRINTED_VALUE_MAX 124
 
 typedef struct {
     const char *name;
@@ -79,4 +84,32 @@ bool ucx_tls_uses(const char *tls, const char *transport) {
         if (!aux) return false;
     }
     return negated;
+}
+
+bool ucx_tls_read(const ucp_config_t *config, const char *own, char *out, size_t size, const char **out_tls) {
+    *out_tls = own[0] ? own : getenv("UCX_TLS");
+    if (*out_tls) return true;
+    char *printed = NULL;
+    size_t printed_length = 0;
+    FILE *stream = open_memstream(&printed, &printed_length);
+    if (!stream) return false;
+    ucp_config_print(config, stream, NULL, UCS_CONFIG_PRINT_CONFIG);
+    if (fclose(stream) != 0) {
+        free(printed);
+        return false;
+    }
+    static const char name[] = "UCX_TLS=";
+    const char *line = printed;
+    while (line && strncmp(line, name, sizeof name - 1) != 0) {
+        line = strchr(line, '\n');
+        if (line) line++;
+    }
+    size_t length = line ? strcspn(line + sizeof name - 1, "\n") : 0;
+    if (line && length <= PRINTED_VALUE_MAX && length < size) {
+        memcpy(out, line + sizeof name - 1, length);
+        out[length] = '\0';
+        *out_tls = out;
+    }
+    free(printed);
+    return true;
 }
