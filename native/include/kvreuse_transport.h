@@ -34,8 +34,9 @@
  *   thread, then hand work to the progress thread through a queue; calls that need an answer from
  *   the backend (registration, allocation, peer load, notification send) wait for it. Each agent has
  *   its own ucp context, so nothing UCX is shared between threads.
- *   Endpoints use UCP_ERR_HANDLING_MODE_PEER; the library sets UCX's MM_ERROR_HANDLING=y (unless UCX_MM_ERROR_HANDLING
- *   is set) so that shared-memory transports stay usable under it, and ADAPTIVE_PROGRESS=n (unless
+ *   Endpoints use UCP_ERR_HANDLING_MODE_PEER; where UCX opens a memory-mapping transport (posix, sysv, xpmem), the
+ *   library sets UCX's MM_ERROR_HANDLING=y (unless UCX_MM_ERROR_HANDLING is set) so that shared-memory transports
+ *   stay usable under it, and ADAPTIVE_PROGRESS=n (unless
  *   UCX_ADAPTIVE_PROGRESS is set) so that a peer in another network namespace, whose shared-memory wake-ups do not
  *   reach this one, is still served. Because UCX 1.13 does not detect a killed peer on shared memory, metadata carries the process identity
  *   (pid, pid namespace, kernel boot id, start time) and peers with operations in flight that share this process's

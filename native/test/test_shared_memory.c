@@ -471,6 +471,42 @@ static void unaskable_posix_dir_without_sysv_is_no_room(void) {
     CHECK_OK(kvt_agent_destroy(agent));
 }
 
+/* The UCX log (UCX_LOG_FILE: stdout by default) and stderr, as written while an agent `name` is made, into `out`. */
+static void make_agent_capturing_its_log(const char *name, char *out, size_t size) {
+    int capture = memfd_create("ucx-log", MFD_CLOEXEC);
+    CHECK(capture >= 0, "memfd_create: %s", strerror(errno));
+    fflush(NULL);
+    int saved_stdout = dup(STDOUT_FILENO), saved_stderr = dup(STDERR_FILENO);
+    CHECK(saved_stdout >= 0 && saved_stderr >= 0 && dup2(capture, STDOUT_FILENO) >= 0 &&
+              dup2(capture, STDERR_FILENO) >= 0,
+          "redirect stdout and stderr: %s", strerror(errno));
+    uint32_t agent = make_agent(name);
+    fflush(NULL);
+    dup2(saved_stdout, STDOUT_FILENO);
+    dup2(saved_stderr, STDERR_FILENO);
+    close(saved_stdout);
+    close(saved_stderr);
+    ssize_t length = pread(capture, out, size - 1, 0);
+    close(capture);
+    CHECK(length >= 0, "read the captured log: %s", strerror(errno));
+    out[length] = '\0';
+    CHECK_OK(kvt_agent_destroy(agent));
+}
+
+/* UCX_TLS leaves sysv out and UCX drops posix itself (statvfs cannot ask UCX_POSIX_DIR): UCX opens no memory-mapping
+ * transport, so the library sets none of their settings, and UCX warns of no MM_ERROR_HANDLING that nothing took. */
+static void no_mm_settings_where_ucx_drops_every_memory_mapper(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_UCX, "the loopback backend has no UCX settings");
+    setenv("UCX_TLS", "^sysv", 1);
+    setenv("UCX_POSIX_DIR", "/dev/shm/missing", 1);
+    char log[16384];
+    make_agent_capturing_its_log("no-memory-mapper", log, sizeof log);
+    unsetenv("UCX_POSIX_DIR");
+    unsetenv("UCX_TLS");
+    CHECK(strstr(log, "could not stat shared memory device") != NULL, "UCX's log was captured: '%s'", log);
+    CHECK(strstr(log, "MM_ERROR_HANDLING") == NULL, "UCX warned: '%s'", log);
+}
+
 /* SysV refuses what its limits have room for (every segment id taken) with UCX_TLS=^posix: the private-memory fallback
  * is refused, its detail naming what UCX had to choose from. */
 static void private_fallback_names_what_ucx_had(void) {
@@ -543,8 +579,9 @@ TEST_MAIN("shared-memory", TEST(full_dev_shm_is_a_typed_refusal), TEST(full_posi
           TEST(sysv_left_out_counts_the_posix_dir_alone), TEST(sysv_unlisted_counts_the_posix_dir_alone),
           TEST(sysv_left_out_by_ucx_conf_counts_the_posix_dir_alone), TEST(without_sysv_ipc_the_posix_dir_alone_counts),
           TEST(unaskable_sysv_limits_are_no_room), TEST(unaskable_posix_dir_is_no_room),
-          TEST(unaskable_posix_dir_without_sysv_is_no_room), TEST(private_fallback_names_what_ucx_had),
-          TEST(mem_map_failure_counts_what_ucx_tls_leaves_in), TEST(prefault_failure_counts_what_ucx_tls_leaves_in),
-          TEST(ucx_tls_is_read_as_ucx_reads_it), TEST(allocation_in_a_small_shm), TEST(allocation_with_a_limit_unasked),
-          TEST(allocation_in_posix_alone), TEST(private_fallback_when_sysv_refuses),
-          TEST(mem_map_failure_when_sysv_refuses), TEST(prefault_failure_in_sysv_alone))
+          TEST(unaskable_posix_dir_without_sysv_is_no_room), TEST(no_mm_settings_where_ucx_drops_every_memory_mapper),
+          TEST(private_fallback_names_what_ucx_had), TEST(mem_map_failure_counts_what_ucx_tls_leaves_in),
+          TEST(prefault_failure_counts_what_ucx_tls_leaves_in), TEST(ucx_tls_is_read_as_ucx_reads_it),
+          TEST(allocation_in_a_small_shm), TEST(allocation_with_a_limit_unasked), TEST(allocation_in_posix_alone),
+          TEST(private_fallback_when_sysv_refuses), TEST(mem_map_failure_when_sysv_refuses),
+          TEST(prefault_failure_in_sysv_alone))

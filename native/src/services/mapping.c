@@ -93,6 +93,11 @@ static bool free_bytes(const char *dir, uint64_t *out) {
     return true;
 }
 
+bool kvt_posix_segment_dir_usable(void) {
+    uint64_t bytes;
+    return free_bytes(kvt_posix_segment_dir(), &bytes);
+}
+
 /* The largest segment SysV shared memory takes now into *out: kernel.shmmax, within the pages kernel.shmall leaves
  * to this IPC namespace; false (errno set) when it cannot be asked. */
 static bool sysv_room_bytes(uint64_t page, uint64_t *out) {

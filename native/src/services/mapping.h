@@ -18,6 +18,8 @@ bool kvt_mapping_of_file(uint64_t address, uint64_t length, uint64_t device, uin
                          char *why, size_t why_size);
 /* The directory UCX's posix transport puts its segments in: UCX_POSIX_DIR, /dev/shm when unset (UCX's default). */
 const char *kvt_posix_segment_dir(void);
+/* Whether statvfs can ask kvt_posix_segment_dir(): UCX 1.13 leaves its posix transport out where it cannot. */
+bool kvt_posix_segment_dir_usable(void);
 /* The kinds of shared memory UCX allocates from, each as UCX_TLS leaves its transport in or out. */
 typedef struct {
     bool sysv;  /* the sysv transport: SysV segments */

@@ -135,6 +135,14 @@ static bool tls_uses_any(const char *tls, const char *const *transports, size_t 
     return false;
 }
 
+/* Whether UCX opens one of its memory-mapping transports under `tls`: sysv where `tls` leaves it in; posix where it
+ * leaves it in and statvfs can ask its directory (UCX 1.13 drops posix otherwise: "could not stat shared memory
+ * device"); xpmem where it leaves it in and the xpmem driver's device is there (UCX's xpmem_version() opens it). */
+static bool opens_memory_mapper(const char *tls) {
+    return ucx_tls_uses(tls, "sysv") || (ucx_tls_uses(tls, "posix") && kvt_posix_segment_dir_usable()) ||
+           (ucx_tls_uses(tls, "xpmem") && access("/dev/xpmem", R_OK | W_OK) == 0);
+}
+
 static ucs_status_t open_worker(ucx_state *state, ucp_worker_h *out, int *out_event_fd) {
     ucp_worker_params_t worker_params = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
                                          .thread_mode = UCS_THREAD_MODE_SINGLE};
@@ -214,7 +222,8 @@ static ucs_status_t confine(const kvt_agent *agent, ucp_config_t *config, char *
 }
 
 /*
- * What the shared-memory transports need, each unless the user set it (UCX_<NAME>):
+ * What the shared-memory transports need, each unless the user set it (UCX_<NAME>), set only where UCX opens one
+ * (opens_memory_mapper: with none to take it, UCX warns "invalid configuration: MM_ERROR_HANDLING=y"):
  * - MM_ERROR_HANDLING=y. Endpoints use UCP_ERR_HANDLING_MODE_PEER (a killed peer must end operations, not
  *   hang them), and UCX 1.13 keeps the shared-memory transports out of such endpoints unless they expose
  *   error handling, which leaves tcp: four orders of magnitude slower for small gets on one machine.
@@ -252,9 +261,8 @@ static kvt_status ucx_open(kvt_agent *agent, ucx_state *state, char *detail, siz
         ucp_config_release(config);
         return KVT_ERR_NO_MEMORY;
     }
-    static const char *const memory_mappers[] = {"posix", "sysv", "xpmem"};
     static const char *const networks[] = {"tcp", "rc_verbs", "rc_mlx5", "ud_verbs", "ud_mlx5", "dc_mlx5"};
-    state->shared_memory = tls_uses_any(tls, memory_mappers, sizeof memory_mappers / sizeof memory_mappers[0]);
+    state->shared_memory = opens_memory_mapper(tls);
     state->allocates_from =
         (kvt_shared_memory_kinds){.sysv = ucx_tls_uses(tls, "sysv"), .posix = ucx_tls_uses(tls, "posix")};
     state->network = tls_uses_any(tls, networks, sizeof networks / sizeof networks[0]);

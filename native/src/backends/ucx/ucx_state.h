@@ -59,7 +59,8 @@ typedef struct {
     ucp_worker_h worker;
     int event_fd;       /* -1 when the worker has none: then poll with a short timeout */
     ucx_worker serving; /* .worker NULL when replacing it failed */
-    bool shared_memory; /* UCX_TLS at ucp_init left a memory-mapping transport in (posix, sysv, xpmem) */
+    bool
+        shared_memory; /* UCX opened a memory-mapping transport at ucp_init (posix, sysv, xpmem: opens_memory_mapper) */
     kvt_shared_memory_kinds allocates_from; /* the shared memory UCX_TLS left UCX to place allocations in */
     bool network; /* UCX_TLS left a network transport in (tcp, RDMA): the serving worker has a network address */
     ucx_addresses address; /* the serving worker's (agent->lock held to change it, as metadata reads it) */
