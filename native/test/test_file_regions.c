@@ -95,8 +95,9 @@ typedef struct {
     uint8_t *local;
 } source_reader;
 
-/* False (skipped) when the source cannot be started as asked. */
-static bool source_reader_open(source_reader *s, const char *reader_name, bool new_pid_namespace) {
+/* False (skipped) when the source cannot be started as asked. `reader_tls`: the reader's UCX_TLS, or NULL. */
+static bool source_reader_open(source_reader *s, const char *reader_name, bool new_pid_namespace,
+                               const char *reader_tls) {
     source_options options = {
         .length = LENGTH, .file_memory = true, .new_pid_namespace = new_pid_namespace, .seed = OLD_SEED};
     /* UCX 1.13's software gets over shared memory are never answered across pid namespaces (test_namespace):
@@ -105,7 +106,9 @@ static bool source_reader_open(source_reader *s, const char *reader_name, bool n
     bool spawned = source_spawn(&options, &s->source);
     unsetenv("UCX_TLS");
     if (!spawned) return false;
+    if (reader_tls) setenv("UCX_TLS", reader_tls, 1);
     s->reader = make_agent(reader_name);
+    unsetenv("UCX_TLS");
     s->local_region = alloc_region(s->reader, LENGTH, &s->local);
     CHECK_OK(kvt_peer_load(s->reader, s->source.blob, s->source.length, &s->peer, &s->generation));
     return true;
@@ -132,7 +135,7 @@ static void source_read_whole(source_reader *s) {
 static void another_process_is_read_through_its_file(void) {
     ONLY_ON_BACKEND(KVT_BACKEND_UCX, "loopback peers live in one process and are copied under their lock");
     source_reader s;
-    CHECK(source_reader_open(&s, "file-reader", false), "the source started");
+    CHECK(source_reader_open(&s, "file-reader", false, NULL), "the source started");
     CHECK(peer_transport_mentions(s.reader, s.peer, "its file mapped"), "the source's file is mapped");
     uint64_t requests = counter(s.reader, KVT_COUNTER_REQUESTS_ISSUED), op;
     source_read_whole(&s);
@@ -150,7 +153,7 @@ static void another_process_is_read_through_its_file(void) {
 static void a_reader_that_cannot_open_the_fds_reads_through_ucx(void) {
     ONLY_ON_BACKEND(KVT_BACKEND_UCX, "loopback peers live in one process");
     source_reader s;
-    if (!source_reader_open(&s, "file-reader-elsewhere", true)) return;
+    if (!source_reader_open(&s, "file-reader-elsewhere", true, NULL)) return;
     CHECK(!peer_transport_mentions(s.reader, s.peer, "its file mapped"),
           "the file is not mapped across pid namespaces");
     uint64_t requests = counter(s.reader, KVT_COUNTER_REQUESTS_ISSUED);
@@ -158,6 +161,26 @@ static void a_reader_that_cannot_open_the_fds_reads_through_ucx(void) {
     CHECK(counter(s.reader, KVT_COUNTER_REQUESTS_ISSUED) > requests, "the read went through UCX");
     CHECK(counter(s.reader, KVT_COUNTER_FILE_READ_BYTES) == 0, "nothing was read through the file");
     source_reader_close(&s);
+}
+
+/* A reader whose UCX_TLS leaves the memory-mapping transports out (^sm, ^mm) keeps off shared memory: it reads the
+ * source's file-backed region through UCX as well, without mapping the file. */
+static void a_reader_without_memory_mappers_reads_through_ucx(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_UCX, "loopback peers live in one process");
+    static const char *const reader_tls[] = {"^sm", "^mm"};
+    for (size_t i = 0; i < sizeof reader_tls / sizeof reader_tls[0]; i++) {
+        source_reader s;
+        CHECK(source_reader_open(&s, "file-reader-off-shared-memory", false, reader_tls[i]), "the source started");
+        CHECK(!peer_transport_mentions(s.reader, s.peer, "its file mapped"),
+              "the file is mapped with UCX_TLS=%s on the reader", reader_tls[i]);
+        uint64_t requests = counter(s.reader, KVT_COUNTER_REQUESTS_ISSUED);
+        source_read_whole(&s);
+        CHECK(counter(s.reader, KVT_COUNTER_REQUESTS_ISSUED) > requests, "the read went through UCX (UCX_TLS=%s)",
+              reader_tls[i]);
+        CHECK(counter(s.reader, KVT_COUNTER_FILE_READ_BYTES) == 0, "nothing was read through the file (UCX_TLS=%s)",
+              reader_tls[i]);
+        source_reader_close(&s);
+    }
 }
 
 /* An owner and a reader in this process (the reader maps /proc/<own pid>/fd/<n>, as it would another's). */
@@ -306,6 +329,7 @@ static void a_cancelled_read_ends_at_once(void) {
 
 TEST_MAIN("file_regions", TEST(registration_refuses_what_is_not_a_shared_mapping_of_the_file),
           TEST(shared_refusals_name_kvt_mem_register_fd), TEST(another_process_is_read_through_its_file),
-          TEST(a_reader_that_cannot_open_the_fds_reads_through_ucx), TEST(withdrawal_before_the_copy_fails_the_read),
+          TEST(a_reader_that_cannot_open_the_fds_reads_through_ucx),
+          TEST(a_reader_without_memory_mappers_reads_through_ucx), TEST(withdrawal_before_the_copy_fails_the_read),
           TEST(withdrawal_between_the_copy_and_the_check_fails_the_read),
           TEST(withdrawal_after_the_check_keeps_the_bytes_read), TEST(a_cancelled_read_ends_at_once))
