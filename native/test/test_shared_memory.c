@@ -207,12 +207,17 @@ static void private_fallback_when_sysv_refuses(void) {
 /* The SysV room that ROOMY_SYSV_LIMIT leaves, as the details below say it, where UCX_TLS leaves posix out. */
 #define ROOMY_SYSV_ALONE "SysV shared memory takes at most " ROOMY_SYSV_LIMIT " bytes (UCX_TLS leaves posix out)"
 
-/* Checks that the last detail counts SysV shared memory alone: nothing of UCX's posix directory, which UCX_TLS leaves
- * out. */
-static void check_detail_counts_sysv_alone(void) {
+/* `agent` (then destroyed) is refused 1 MiB with a detail that says `what_failed` and counts SysV shared memory alone:
+ * nothing of UCX's posix directory, which UCX_TLS leaves out. */
+static void refused_counting_sysv_alone(uint32_t agent, const char *what_failed) {
+    uint64_t address = 0;
+    CHECK_STATUS(KVT_ERR_NO_MEMORY, kvt_mem_alloc(agent, 1u << 20, 0, &address));
+    CHECK_DETAIL(what_failed);
     CHECK_DETAIL(ROOMY_SYSV_ALONE);
     CHECK(strstr(kvt_last_error_detail(), posix_dir()) == NULL, "the detail '%s' names %s, which UCX never tried",
           kvt_last_error_detail(), posix_dir());
+    CHECK(counter(agent, KVT_COUNTER_LIVE_ALLOCATIONS) == 0, "the refusal left no allocation");
+    CHECK_OK(kvt_agent_destroy(agent));
 }
 
 /* Inside the namespaces run_in_small_shm makes, UCX_TLS leaving posix out and UCX allocating from SysV alone
@@ -224,12 +229,7 @@ static void mem_map_failure_when_sysv_refuses(void) {
     uint32_t agent = make_agent("sysv-mem-map");
     unsetenv("UCX_ALLOC_PRIO");
     take_every_sysv_segment_id();
-    uint64_t address = 0;
-    CHECK_STATUS(KVT_ERR_NO_MEMORY, kvt_mem_alloc(agent, 1u << 20, 0, &address));
-    CHECK_DETAIL("ucp_mem_map(ALLOCATE, 1048576 bytes) failed");
-    check_detail_counts_sysv_alone();
-    CHECK(counter(agent, KVT_COUNTER_LIVE_ALLOCATIONS) == 0, "the refusal left no allocation");
-    CHECK_OK(kvt_agent_destroy(agent));
+    refused_counting_sysv_alone(agent, "ucp_mem_map(ALLOCATE, 1048576 bytes) failed");
 }
 
 /* The architecture seccomp names this build's system calls by; the filter below knows no other. */
@@ -240,19 +240,27 @@ static void mem_map_failure_when_sysv_refuses(void) {
 #endif
 
 #ifdef AUDIT_ARCH_NATIVE
-/* Puts this process under the seccomp filter `program` (for the rest of its life). */
-static bool install_filter(struct sock_filter *program, unsigned short length) {
-    struct sock_fprog filter = {.len = length, .filter = program};
+/* Puts this process, for the rest of its life, under a seccomp filter that kills it at a call of another architecture
+ * and else runs `rules` (at most 12, ending in a return) with the call's number loaded. */
+static bool install_filter(const struct sock_filter *rules, size_t count) {
+    struct sock_filter program[16] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_NATIVE, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+    };
+    size_t prologue = 4;
+    if (count > sizeof program / sizeof program[0] - prologue) return false;
+    memcpy(program + prologue, rules, count * sizeof *rules);
+    struct sock_fprog filter = {.len = (unsigned short)(prologue + count), .filter = program};
     return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &filter) == 0;
 }
 
 /* As on a kernel without SysV IPC: shmget, shmat, shmdt and shmctl fail with ENOSYS, every other call goes on. */
 static bool refuse_sysv_shared_memory(void) {
-    struct sock_filter program[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_NATIVE, 1, 0),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+    /* One rule a line: each jump counts the rules it skips. */
+    // clang-format off
+    static const struct sock_filter rules[] = {
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_shmget, 4, 0),
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_shmat, 3, 0),
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_shmdt, 2, 0),
@@ -260,23 +268,20 @@ static bool refuse_sysv_shared_memory(void) {
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
     };
-    return install_filter(program, sizeof program / sizeof program[0]);
+    // clang-format on
+    return install_filter(rules, sizeof rules / sizeof rules[0]);
 }
 
 /* As where the system cannot back memory: madvise(MADV_POPULATE_WRITE) fails with ENOMEM, every other call goes on. */
 static bool refuse_prefaulting(void) {
-    struct sock_filter program[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_NATIVE, 1, 0),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+    static const struct sock_filter rules[] = {
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_madvise, 0, 3),
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2])), /* the advice (its low half) */
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, MADV_POPULATE_WRITE, 0, 1),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOMEM),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
     };
-    return install_filter(program, sizeof program / sizeof program[0]);
+    return install_filter(rules, sizeof rules / sizeof rules[0]);
 }
 #endif
 
@@ -289,13 +294,7 @@ static void prefault_failure_in_sysv_alone(void) {
     test_skip_reason = "the seccomp filter that refuses prefaulting knows the system calls of x86_64 and aarch64 only";
 #else
     CHECK(refuse_prefaulting(), "seccomp: %s", strerror(errno));
-    uint32_t agent = make_agent("sysv-prefault");
-    uint64_t address = 0;
-    CHECK_STATUS(KVT_ERR_NO_MEMORY, kvt_mem_alloc(agent, 1u << 20, 0, &address));
-    CHECK_DETAIL("the system cannot back 1048576 bytes (/SYSV");
-    check_detail_counts_sysv_alone();
-    CHECK(counter(agent, KVT_COUNTER_LIVE_ALLOCATIONS) == 0, "the refusal left no allocation");
-    CHECK_OK(kvt_agent_destroy(agent));
+    refused_counting_sysv_alone(make_agent("sysv-prefault"), "the system cannot back 1048576 bytes (/SYSV");
 #endif
 }
 
@@ -507,24 +506,25 @@ static void no_mm_settings_where_ucx_drops_every_memory_mapper(void) {
     CHECK(strstr(log, "MM_ERROR_HANDLING") == NULL, "UCX warned: '%s'", log);
 }
 
+/* Runs `child_case` where UCX allocates from SysV shared memory alone (UCX_TLS=^posix), with kernel.shmmax at
+ * ROOMY_SYSV_LIMIT. */
+static void run_with_sysv_alone(const char *child_case) {
+    run_in_small_shm((small_shm){"/dev/shm", "UCX_TLS=^posix", false, ROOMY_SYSV_LIMIT, child_case, NULL});
+}
+
 /* SysV refuses what its limits have room for (every segment id taken) with UCX_TLS=^posix: the private-memory fallback
  * is refused, its detail naming what UCX had to choose from. */
-static void private_fallback_names_what_ucx_had(void) {
-    run_in_small_shm(
-        (small_shm){"/dev/shm", "UCX_TLS=^posix", false, ROOMY_SYSV_LIMIT, "private_fallback_when_sysv_refuses", NULL});
-}
+static void private_fallback_names_what_ucx_had(void) { run_with_sysv_alone("private_fallback_when_sysv_refuses"); }
 
 /* UCX_TLS=^posix, every SysV segment id taken and UCX allocating from SysV alone: ucp_mem_map fails, and the refusal
  * counts SysV shared memory alone, as the room check does. */
 static void mem_map_failure_counts_what_ucx_tls_leaves_in(void) {
-    run_in_small_shm(
-        (small_shm){"/dev/shm", "UCX_TLS=^posix", false, ROOMY_SYSV_LIMIT, "mem_map_failure_when_sysv_refuses", NULL});
+    run_with_sysv_alone("mem_map_failure_when_sysv_refuses");
 }
 
 /* UCX_TLS=^posix and prefaulting refused: the refusal counts SysV shared memory alone, as the room check does. */
 static void prefault_failure_counts_what_ucx_tls_leaves_in(void) {
-    run_in_small_shm(
-        (small_shm){"/dev/shm", "UCX_TLS=^posix", false, ROOMY_SYSV_LIMIT, "prefault_failure_in_sysv_alone", NULL});
+    run_with_sysv_alone("prefault_failure_in_sysv_alone");
 }
 
 /* UCX_TLS read as UCX 1.13 reads it: whole names, '^' negating the whole list, "all", the aliases (sm, shm and mm
