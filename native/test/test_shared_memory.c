@@ -131,11 +131,11 @@ static void allocation_in_a_small_shm(void) {
 }
 
 /* Inside the namespaces run_in_small_shm makes where a limit cannot be asked: 64 MiB is refused before UCX writes
- * anything, the detail saying which limit (KVT_TEST_REFUSAL). */
+ * anything, the detail saying which limit (KVT_TEST_EXPECTED). */
 static void allocation_with_a_limit_unasked(void) {
     if (!in_small_shm()) return;
-    const char *refusal = getenv("KVT_TEST_REFUSAL");
-    CHECK(refusal != NULL, "run_in_small_shm names the refusal in KVT_TEST_REFUSAL");
+    const char *refusal = getenv("KVT_TEST_EXPECTED");
+    CHECK(refusal != NULL, "run_in_small_shm names the refusal in KVT_TEST_EXPECTED");
     uint32_t agent = make_agent("unasked-shm");
     uint64_t address = 0, written = bytes_written();
     CHECK_STATUS(KVT_ERR_NO_MEMORY, kvt_mem_alloc(agent, TOO_LARGE, 0, &address));
@@ -304,7 +304,7 @@ typedef struct {
     bool without_sysv;       /* SysV IPC calls fail with ENOSYS in the child */
     const char *sysv_limit;  /* kernel.shmmax in the child: SYSV_LIMIT or ROOMY_SYSV_LIMIT */
     const char *child_case;  /* the case the child runs (one that runs only there) */
-    const char *refusal;     /* KVT_TEST_REFUSAL: the detail allocation_with_a_limit_unasked expects, or NULL */
+    const char *expected;    /* KVT_TEST_EXPECTED: what the child case expects (its comment says what), or NULL */
 } small_shm;
 
 /* Runs `child_case` in a child process this test puts into a new mount and IPC namespace (as `unshare --mount --ipc`
@@ -323,12 +323,12 @@ static void run_in_small_shm(small_shm setup) {
     char **env = calloc(count + 4, sizeof *env);
     CHECK(env != NULL, "out of memory");
     memcpy(env, environ, count * sizeof *env);
-    char refusal_setting[256];
-    snprintf(refusal_setting, sizeof refusal_setting, "KVT_TEST_REFUSAL=%s", setup.refusal ? setup.refusal : "");
+    char expected_setting[256];
+    snprintf(expected_setting, sizeof expected_setting, "KVT_TEST_EXPECTED=%s", setup.expected ? setup.expected : "");
     size_t at = count;
     env[at++] = "KVT_TEST_IN_SMALL_SHM=1";
     if (setup.ucx_setting) env[at++] = (char *)setup.ucx_setting;
-    if (setup.refusal) env[at++] = refusal_setting;
+    if (setup.expected) env[at++] = expected_setting;
     char *const args[] = {self, "--case", (char *)setup.child_case, NULL};
     fflush(NULL);
     pid_t child = fork();
@@ -387,20 +387,27 @@ static void sysv_unlisted_counts_the_posix_dir_alone(void) {
         (small_shm){"/dev/shm", "UCX_TLS=posix,tcp,self", false, ROOMY_SYSV_LIMIT, "allocation_in_posix_alone", NULL});
 }
 
-/* The same where UCX_TLS=^sysv comes from a ucx.conf (in the directory UCX_CONFIG_DIR names), not the environment:
- * UCX 1.13 reads it there, and so does the room check. */
-static void sysv_left_out_by_ucx_conf_counts_the_posix_dir_alone(void) {
-    ONLY_ON_BACKEND(KVT_BACKEND_UCX, "the loopback backend allocates private memory, not shared memory");
+/* Runs `setup` with UCX_CONFIG_DIR naming a directory whose ucx.conf sets UCX_TLS=`tls` (setup.ucx_setting unused). */
+static void run_with_ucx_conf(const char *tls, small_shm setup) {
+    ONLY_ON_BACKEND(KVT_BACKEND_UCX, "the loopback backend does not read UCX's configuration");
     char dir[] = "/tmp/kvt-ucx-conf-XXXXXX", conf[64], setting[64];
     CHECK(mkdtemp(dir) != NULL, "mkdtemp: %s", strerror(errno));
     snprintf(conf, sizeof conf, "%s/ucx.conf", dir);
     FILE *file = fopen(conf, "w");
-    CHECK(file != NULL && fputs("UCX_TLS=^sysv\n", file) >= 0 && fclose(file) == 0, "write %s: %s", conf,
+    CHECK(file != NULL && fprintf(file, "UCX_TLS=%s\n", tls) > 0 && fclose(file) == 0, "write %s: %s", conf,
           strerror(errno));
     snprintf(setting, sizeof setting, "UCX_CONFIG_DIR=%s", dir);
-    run_in_small_shm((small_shm){"/dev/shm", setting, false, ROOMY_SYSV_LIMIT, "allocation_in_posix_alone", NULL});
+    setup.ucx_setting = setting;
+    run_in_small_shm(setup);
     unlink(conf);
     rmdir(dir);
+}
+
+/* The same where UCX_TLS=^sysv comes from a ucx.conf, not the environment: UCX 1.13 reads it there, and so does the
+ * room check. */
+static void sysv_left_out_by_ucx_conf_counts_the_posix_dir_alone(void) {
+    run_with_ucx_conf("^sysv",
+                      (small_shm){"/dev/shm", NULL, false, ROOMY_SYSV_LIMIT, "allocation_in_posix_alone", NULL});
 }
 
 /* Without SysV IPC, UCX has no SysV segments either (its sysv transport fails the worker, so UCX_TLS leaves it out):
@@ -527,6 +534,39 @@ static void prefault_failure_counts_what_ucx_tls_leaves_in(void) {
     run_with_sysv_alone("prefault_failure_in_sysv_alone");
 }
 
+/* Inside a child whose ucx.conf sets UCX_TLS (none in the environment): ucx_tls_read answers KVT_TEST_EXPECTED, or
+ * every transport (NULL) where that is empty. */
+static void ucx_conf_tls_as_read(void) {
+    if (!in_small_shm()) return;
+#ifdef KVT_HAVE_UCX
+    const char *expected = getenv("KVT_TEST_EXPECTED");
+    CHECK(expected != NULL, "run_in_small_shm names the value expected in KVT_TEST_EXPECTED");
+    CHECK_OK(kvt_agent_destroy(make_agent("ucx-conf"))); /* loads UCX */
+    ucp_config_t *config;
+    CHECK(ucp_config_read(NULL, NULL, &config) == UCS_OK, "ucp_config_read");
+    char out[256];
+    const char *tls = NULL;
+    bool read = ucx_tls_read(config, "", out, sizeof out, &tls);
+    ucp_config_release(config);
+    CHECK(read, "ucx_tls_read: %s", strerror(errno));
+    CHECK(expected[0] ? tls != NULL && strcmp(tls, expected) == 0 : tls == NULL, "UCX_TLS read as '%s', not '%s'",
+          tls ? tls : "(every transport)", expected[0] ? expected : "(every transport)");
+#endif
+}
+
+/* A ucx.conf's UCX_TLS of 124 characters is read whole; one of 125, which ucp_config_print may have cut short, is
+ * read as every transport rather than as a shorter list. */
+static void ucx_conf_tls_is_read_whole_or_as_every_transport(void) {
+    char whole[128] = "sysv,posix,tcp", cut[128] = "sysv,posix,self";
+    for (int i = 0; i < 22; i++) {
+        strcat(whole, ",self");
+        strcat(cut, ",self");
+    }
+    CHECK(strlen(whole) == 124 && strlen(cut) == 125, "values of %zu and %zu characters", strlen(whole), strlen(cut));
+    run_with_ucx_conf(whole, (small_shm){"/dev/shm", NULL, false, ROOMY_SYSV_LIMIT, "ucx_conf_tls_as_read", whole});
+    run_with_ucx_conf(cut, (small_shm){"/dev/shm", NULL, false, ROOMY_SYSV_LIMIT, "ucx_conf_tls_as_read", ""});
+}
+
 /* UCX_TLS read as UCX 1.13 reads it: whole names, '^' negating the whole list, "all", the aliases (sm, shm and mm
  * cover posix and sysv), '\' taking a name as a transport's own, ":aux". */
 static void ucx_tls_is_read_as_ucx_reads_it(void) {
@@ -581,7 +621,7 @@ TEST_MAIN("shared-memory", TEST(full_dev_shm_is_a_typed_refusal), TEST(full_posi
           TEST(unaskable_sysv_limits_are_no_room), TEST(unaskable_posix_dir_is_no_room),
           TEST(unaskable_posix_dir_without_sysv_is_no_room), TEST(no_mm_settings_where_ucx_drops_every_memory_mapper),
           TEST(private_fallback_names_what_ucx_had), TEST(mem_map_failure_counts_what_ucx_tls_leaves_in),
-          TEST(prefault_failure_counts_what_ucx_tls_leaves_in), TEST(ucx_tls_is_read_as_ucx_reads_it),
-          TEST(allocation_in_a_small_shm), TEST(allocation_with_a_limit_unasked), TEST(allocation_in_posix_alone),
-          TEST(private_fallback_when_sysv_refuses), TEST(mem_map_failure_when_sysv_refuses),
-          TEST(prefault_failure_in_sysv_alone))
+          TEST(prefault_failure_counts_what_ucx_tls_leaves_in), TEST(ucx_conf_tls_is_read_whole_or_as_every_transport),
+          TEST(ucx_tls_is_read_as_ucx_reads_it), TEST(allocation_in_a_small_shm), TEST(allocation_with_a_limit_unasked),
+          TEST(allocation_in_posix_alone), TEST(private_fallback_when_sysv_refuses),
+          TEST(mem_map_failure_when_sysv_refuses), TEST(prefault_failure_in_sysv_alone), TEST(ucx_conf_tls_as_read))
