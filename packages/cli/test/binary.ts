@@ -78,6 +78,20 @@ export function startBinary(args: readonly string[], options: RunOptions = {}): 
   return { child, stdoutLine, finished };
 }
 
+/**
+ * Transport deadlines no pull on a loaded machine comes near, for the demo runs whose tests assert a pull's
+ * outcome: under the example settings' 1000 ms a pull on a busy machine times out and is recomputed, and the
+ * outcome would depend on the machine's speed.
+ */
+export const unhurriedTransport = [
+  '--transport-operation-timeout-ms',
+  '60000',
+  '--transport-abandon-timeout-ms',
+  '120000',
+  '--transport-shutdown-deadline-ms',
+  '120000',
+] as const;
+
 export function runBinary(args: readonly string[], options: RunOptions = {}): Promise<BinaryRun> {
   return startBinary(args, options).finished;
 }

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { parse } from 'yaml';
 import type { DemoSummary } from '../src/demo/demo-summary.js';
-import { repoRoot, runBinary, startBinary } from './binary.js';
+import { repoRoot, runBinary, startBinary, unhurriedTransport } from './binary.js';
 import { startEtcd } from './etcd.js';
 import { reservePorts } from '@kvreuse-internal/test-support';
 
@@ -117,7 +117,7 @@ describe('kvreuse demo', () => {
       ...readme.matchAll(/^\| (turn 2|short request|turn 2, calibrated) \| (pull|recompute) \(([a-z-]+)\) \|/gm),
     ].map(([, request, action, reason]) => [request, action, reason]);
     expect(account).toHaveLength(3);
-    const run = await runBinary(['demo', '-o', 'json'], { cwd: anywhere });
+    const run = await runBinary(['demo', '-o', 'json', ...unhurriedTransport], { cwd: anywhere });
     expect(run.status).toBe(0);
     const summary = JSON.parse(run.stdout) as DemoSummary;
     const decisions = [...summary.decisions, ...(summary.calibration === null ? [] : [summary.calibration.decision])];
@@ -133,7 +133,7 @@ describe('kvreuse demo', () => {
   it('--hold: the router (this process) and the ranks still running serve their metrics until SIGTERM, then every process drains and nothing is left', async () => {
     const tmp = runTmpdir();
     const port = await reservePorts(4);
-    const started = startBinary(['demo', '--hold', '--endpoint-metrics-port', String(port)], {
+    const started = startBinary(['demo', '--hold', '--endpoint-metrics-port', String(port), ...unhurriedTransport], {
       cwd: anywhere,
       env: { TMPDIR: tmp },
     });
