@@ -21,7 +21,14 @@ import {
 } from '@kvreuse/discovery';
 import { InvalidInventoryOptionError, InventoryEventError, InventoryWithdrawnError } from './errors.js';
 import { checkFunction, checkNonEmptyString, checkOptionalString, checkOptionsObject, checkStore } from './options.js';
-import { checkEvents, encodeInventoryBatch, type InventoryEvent, safeParseInventoryBatch } from './events.js';
+import {
+  checkEvents,
+  encodeWireBatch,
+  type InventoryEvent,
+  safeParseInventoryBatch,
+  toWireEvents,
+  type WireEvent,
+} from './events.js';
 import { RetainedInventory } from './retained-inventory.js';
 
 export const defaultInventoryPrefix = 'kvreuse/inventory/';
@@ -60,15 +67,20 @@ function checkKeySegmentOption(option: string, field: 'workerId' | 'incarnation'
 
 /**
  * Publishes one worker incarnation's inventory events, numbered in order, each batch fenced by the
- * incarnation's epoch, until withdrawn. Once a newer incarnation has superseded it, `publish`
- * writes nothing and throws `SupersededError`, then and on every later call.
+ * incarnation's epoch, until withdrawn. Batches are written one at a time, in the order `publish` was
+ * called: each write starts once the previous one settled, so the worker's key always ends with its
+ * latest batch. Once a newer incarnation has superseded it, `publish` writes nothing and throws
+ * `SupersededError`, then and on every later call.
  */
 export class InventoryPublisher {
   private seq = 0;
   private completed = false;
+  /** Writes that failed (not superseded): a completeness claim made before one of them settled is void. */
+  private failedWrites = 0;
   private withdrawn = false;
   private supersededBy: SupersededError | undefined;
-  private lastWrite: Promise<unknown> = Promise.resolve();
+  /** The last write queued, settled either way: the next one starts after it. */
+  private writes: Promise<unknown> = Promise.resolve();
   readonly key: string;
   private readonly options: InventoryPublisherOptions;
 
@@ -106,19 +118,27 @@ export class InventoryPublisher {
     return this.supersededBy;
   }
 
-  /** Whether a batch said this incarnation's inventory is complete (`publish(events, { complete: true })`). */
+  /**
+   * Whether the batches written say this incarnation's inventory is complete: true once a batch of
+   * `publish(events, { complete: true })` was written (not while it is being written, nor if its write failed).
+   */
   get complete(): boolean {
     return this.completed;
   }
 
   /**
-   * Writes the events as the worker's next batch; returns the discovery revision. Refused once withdrawn
-   * or superseded. With `complete: true` — once the worker has announced everything it retained when it
-   * (re)joined — the batch and every later one say the incarnation's inventory is complete, and routers
-   * stop treating it as warming.
+   * Writes the events as the worker's next batch, once the batches published before it are written;
+   * returns the discovery revision. The events are read at the call. Refused once withdrawn or superseded.
+   *
+   * With `complete: true` — once the worker has announced everything it retained when it (re)joined —
+   * the batch and every later one say the incarnation's inventory is complete, and routers stop treating
+   * it as warming. Until a batch saying so is written, a failed write leaves the inventory incomplete:
+   * a batch whose `complete: true` was given before an earlier batch's write failed does not say it
+   * (its events counted on that batch's), and neither do later ones, until a `publish` with
+   * `complete: true` made after the failure — once the lost events are announced again — is written.
    */
   publish(events: readonly InventoryEvent[], options: InventoryPublishOptions = {}): Promise<number> {
-    const { workerId, incarnation, epoch, lease, keyPrefix } = this.options;
+    const { workerId, incarnation } = this.options;
     if (
       options === null ||
       typeof options !== 'object' ||
@@ -136,39 +156,54 @@ export class InventoryPublisher {
     }
     if (this.withdrawn) return Promise.reject(new InventoryWithdrawnError(workerId, incarnation));
     if (this.supersededBy !== undefined) return Promise.reject(this.supersededBy);
-    if (options.complete === true) this.completed = true;
-    const value = encodeInventoryBatch({
-      workerId,
-      incarnation,
-      epoch,
-      seq: this.seq++,
-      events,
-      ...(this.completed ? { complete: true } : {}),
-    });
-    const write = commitFenced(
-      this.store,
-      { workerId, incarnation, epoch },
-      [{ type: 'put', key: this.key, value, lease }],
-      'publishing an inventory batch',
-      keyPrefix === undefined ? {} : { keyPrefix },
-    ).catch((error: unknown) => {
-      if (error instanceof SupersededError) this.supersededBy = error;
-      throw error;
-    });
-    this.lastWrite = write.catch(() => undefined);
+    const wireEvents = toWireEvents(events);
+    const claim = options.complete === true ? { failedWritesSeen: this.failedWrites } : undefined;
+    const write = this.writes.then(() => this.write(wireEvents, claim));
+    this.writes = write.catch(() => undefined);
     return write;
+  }
+
+  /** Writes one batch, after every earlier one settled. */
+  private async write(
+    events: readonly WireEvent[],
+    claim: { readonly failedWritesSeen: number } | undefined,
+  ): Promise<number> {
+    if (this.supersededBy !== undefined) throw this.supersededBy;
+    const { workerId, incarnation, epoch, lease, keyPrefix } = this.options;
+    const complete = this.completed || claim?.failedWritesSeen === this.failedWrites;
+    // A failed write's seq is not used again: the write may have reached the store all the same (a
+    // timeout), and a follower that saw it would ignore a later batch of the same seq.
+    const value = encodeWireBatch(
+      { workerId, incarnation, epoch, seq: this.seq++, ...(complete ? { complete: true } : {}) },
+      events,
+    );
+    try {
+      const revision = await commitFenced(
+        this.store,
+        { workerId, incarnation, epoch },
+        [{ type: 'put', key: this.key, value, lease }],
+        'publishing an inventory batch',
+        keyPrefix === undefined ? {} : { keyPrefix },
+      );
+      if (complete) this.completed = true;
+      return revision;
+    } catch (error) {
+      if (error instanceof SupersededError) this.supersededBy = error;
+      else this.failedWrites++;
+      throw error;
+    }
   }
 
   /**
    * Stops publishing and deletes the worker's inventory key if it still holds this incarnation's
    * batch (a newer incarnation's is left alone, even one written while this runs: the delete is
    * conditional on the key being as read): followers forget the worker, and routers stop choosing
-   * it as a source. Waits for a write still in flight first, so that nothing re-creates the key
-   * afterwards. Resolves whether a batch was deleted; a later `publish()` is refused.
+   * it as a source. Waits for every batch published before it to be written (or to fail) first, so that
+   * nothing re-creates the key afterwards. Resolves whether a batch was deleted; a later `publish()` is refused.
    */
   async withdraw(): Promise<boolean> {
     this.withdrawn = true;
-    await this.lastWrite;
+    await this.writes;
     const entry = await this.store.get(this.key);
     if (entry === undefined) return false;
     const stored = safeParseInventoryBatch(entry.value);

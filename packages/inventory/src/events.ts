@@ -144,33 +144,49 @@ const wireBatch = z
 const toBlocks = (hex: readonly string[]): BigUint64Array =>
   BigUint64Array.from(hex, (text) => blockHashFromHex(text) ?? 0n);
 
-/**
- * The wire form: JSON with block hashes as 16 hex digits; version 2 (which followers of every release
- * read) unless the batch says its inventory is complete, which needs version 3.
- */
-export function encodeInventoryBatch(batch: InventoryBatch): string {
+/** An event in its wire form: block hashes as 16 hex digits, an expiry in whole ms. */
+export type WireEvent =
+  | { readonly type: 'stored'; readonly tier: RetentionTier; readonly blocks: string[]; readonly expiresAt: number }
+  | { readonly type: 'removed'; readonly tier: RetentionTier; readonly blocks: string[] }
+  | { readonly type: 'cleared'; readonly tier: RetentionTier };
+
+/** The events in their wire form, read once: what is encoded does not change with the caller's arrays afterwards. */
+export function toWireEvents(events: readonly InventoryEvent[]): readonly WireEvent[] {
+  // Field by field: a field the event carries beyond its type's would make every follower refuse the batch.
+  return events.map((event) =>
+    event.type === 'cleared'
+      ? { type: event.type, tier: event.tier }
+      : event.type === 'removed'
+        ? { type: event.type, tier: event.tier, blocks: Array.from(event.blocks, blockHashToHex) }
+        : {
+            type: event.type,
+            tier: event.tier,
+            blocks: Array.from(event.blocks, blockHashToHex),
+            // The wire takes whole ms up to 2^53 − 1: a fractional expiry is rounded down, a later one capped.
+            expiresAt: Math.min(Math.floor(event.expiresAt), Number.MAX_SAFE_INTEGER),
+          },
+  );
+}
+
+/** A batch whose events are already in their wire form (`toWireEvents`), as `encodeInventoryBatch` writes it. */
+export function encodeWireBatch(batch: Omit<InventoryBatch, 'events'>, events: readonly WireEvent[]): string {
   return JSON.stringify({
     version: batch.complete === true ? inventoryWireVersion : 2,
     workerId: batch.workerId,
     incarnation: batch.incarnation,
     epoch: batch.epoch,
     seq: batch.seq,
-    // Field by field: a field the event carries beyond its type's would make every follower refuse the batch.
-    events: batch.events.map((event) =>
-      event.type === 'cleared'
-        ? { type: event.type, tier: event.tier }
-        : event.type === 'removed'
-          ? { type: event.type, tier: event.tier, blocks: Array.from(event.blocks, blockHashToHex) }
-          : {
-              type: event.type,
-              tier: event.tier,
-              blocks: Array.from(event.blocks, blockHashToHex),
-              // The wire takes whole ms up to 2^53 − 1: a fractional expiry is rounded down, a later one capped.
-              expiresAt: Math.min(Math.floor(event.expiresAt), Number.MAX_SAFE_INTEGER),
-            },
-    ),
+    events,
     ...(batch.complete === true ? { complete: true } : {}),
   });
+}
+
+/**
+ * The wire form: JSON with block hashes as 16 hex digits; version 2 (which followers of every release
+ * read) unless the batch says its inventory is complete, which needs version 3.
+ */
+export function encodeInventoryBatch(batch: InventoryBatch): string {
+  return encodeWireBatch(batch, toWireEvents(batch.events));
 }
 
 export type SafeParseResult<T, E> = { success: true; data: T } | { success: false; error: E };
