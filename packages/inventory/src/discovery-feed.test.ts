@@ -49,6 +49,13 @@ test('publishers and followers refuse arguments of the wrong shape, naming the a
   await expect(followInventory(store, new RetainedInventory(), { onComplete: 1 } as never)).rejects.toThrow(
     option('options.onComplete'),
   );
+  // An empty prefix would take every key of the store for a worker's inventory.
+  await expect(followInventory(store, new RetainedInventory(), { prefix: '' })).rejects.toThrow(
+    option('options.prefix'),
+  );
+  expect(
+    () => new InventoryPublisher(store, { workerId: 'w', incarnation: 'i', epoch: 1, lease: 'l', prefix: '' }),
+  ).toThrow(option('options.prefix'));
   const publisher = new InventoryPublisher(store, { workerId: 'w', incarnation: 'i', epoch: 1, lease: 'l' });
   await expect(publisher.publish([], { complete: 'yes' } as never)).rejects.toThrow(option('options.complete'));
   expect(publisher.complete).toBe(false);

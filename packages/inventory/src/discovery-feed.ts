@@ -42,6 +42,7 @@ export interface InventoryPublisherOptions {
   readonly epoch: number;
   /** The worker's lease: its inventory disappears with it. */
   readonly lease: LeaseId;
+  /** The inventory's key prefix (default `kvreuse/inventory/`): not empty. */
   readonly prefix?: string;
   /** Where the worker's epoch fence lives: the rank parts' key prefix (default `kvreuse/`). */
   readonly keyPrefix?: string;
@@ -63,6 +64,10 @@ function checkKeySegmentOption(option: string, field: 'workerId' | 'incarnation'
     if (error instanceof RankPartPublicationError) throw new InvalidInventoryOptionError(option, value, error.reason);
     throw error;
   }
+}
+
+function checkInventoryPrefix(option: string, prefix: unknown): void {
+  if (prefix !== undefined) checkNonEmptyString(option, prefix);
 }
 
 /**
@@ -94,7 +99,7 @@ export class InventoryPublisher {
     checkKeySegmentOption('options.workerId', 'workerId', workerId);
     checkKeySegmentOption('options.incarnation', 'incarnation', incarnation);
     checkNonEmptyString('options.lease', lease);
-    checkOptionalString('options.prefix', prefix);
+    checkInventoryPrefix('options.prefix', prefix);
     checkOptionalString('options.keyPrefix', keyPrefix);
     if (!isEpoch(epoch)) {
       throw new InventoryEventError(
@@ -225,6 +230,7 @@ export class InventoryPublisher {
  * of followInventory threw: …`); the follower goes on with the rest of the notice.
  */
 export interface InventoryFollowerOptions {
+  /** The inventory's key prefix (default `kvreuse/inventory/`): not empty, which would follow every key of the store. */
   readonly prefix?: string;
   /** A batch that failed validation (it is not applied). */
   readonly onRejected?: (key: string, error: InventoryEventError) => void;
@@ -277,7 +283,7 @@ export async function followInventory(
   if (!(inventory instanceof RetainedInventory))
     throw new InvalidInventoryOptionError('inventory', inventory, 'must be a RetainedInventory');
   checkOptionsObject('options', options);
-  checkOptionalString('options.prefix', options.prefix);
+  checkInventoryPrefix('options.prefix', options.prefix);
   for (const callback of ['onRejected', 'onComplete', 'onStatus'] as const)
     if (options[callback] !== undefined) checkFunction(`options.${callback}`, options[callback]);
   const prefix = options.prefix ?? defaultInventoryPrefix;
