@@ -4,6 +4,7 @@ import { InvalidInventoryOptionError, InventoryEventError } from './errors.js';
 import { hashBlockChain } from './block-hash.js';
 import type { InventoryEvent, RetentionTier } from './events.js';
 import { RetainedInventory } from './retained-inventory.js';
+import { maxExpectedBlocks } from './retained-table.js';
 
 /** The inventory's table engine, whose private fields the tests read for their sake. */
 const engineOf = (inventory: RetainedInventory): Record<string, unknown> =>
@@ -505,6 +506,13 @@ describe('RetainedInventory', () => {
     expect(bad({ pruneStep: -1 })).toThrow(expect.objectContaining({ option: 'options.pruneStep' }));
     expect(bad({ expectedBlocks: Number.NaN })).toThrow('options.expectedBlocks = NaN is refused');
     expect(bad({ expectedBlocks: 1.5 })).toThrow(InvalidInventoryOptionError);
+    // More than a typed array could hold: refused, not a RangeError of the table (nor a table of gigabytes).
+    expect(bad({ expectedBlocks: 2 ** 40 })).toThrow(
+      expect.objectContaining({ code: 'INVALID_INVENTORY_OPTION', option: 'options.expectedBlocks', value: 2 ** 40 }),
+    );
+    expect(bad({ expectedBlocks: maxExpectedBlocks + 1 })).toThrow(
+      `options.expectedBlocks = ${maxExpectedBlocks + 1} is refused: must be a whole number from 0 to ${maxExpectedBlocks}`,
+    );
   });
 
   test('a new incarnation replaces the old one; stale or repeated batches are ignored', () => {

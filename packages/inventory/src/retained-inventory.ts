@@ -1,7 +1,7 @@
 import { InvalidInventoryOptionError, InventoryEventError } from './errors.js';
 import { checkFunction, checkOptionsObject } from './options.js';
 import { checkBlocks, checkEvents, type InventoryBatch, minExpiresAtMs, type RetentionTier } from './events.js';
-import { hashWords, maxTick, minRehashStep, RetainedTable } from './retained-table.js';
+import { hashWords, maxExpectedBlocks, maxTick, minRehashStep, RetainedTable } from './retained-table.js';
 
 /**
  * One worker's retained prefix of a hash chain. Advisory: the blocks may already be evicted, the
@@ -32,7 +32,7 @@ export interface RetainedInventoryOptions {
    * (`InvalidInventoryOptionError`) by the call that reads it, before that call changes anything.
    */
   readonly now?: () => number;
-  /** Blocks to make room for up front (default 1,024); the index grows as needed anyway. */
+  /** Blocks to make room for up front (default 1,024, at most 2^27 = 134,217,728); the index grows as needed anyway. */
   readonly expectedBlocks?: number;
   /**
    * While the table grows, how many slots of the previous table move to the new one per `apply`, per
@@ -91,18 +91,20 @@ export class RetainedInventory {
     checkOptionsObject('options', options);
     const { now = Date.now, expectedBlocks = 1024, rehashStep = 8, pruneStep = 32, compactStep = 32 } = options;
     checkFunction('options.now', now);
-    const wholeAtLeast = (option: string, value: number, min: number): number => {
-      if (!Number.isSafeInteger(value) || value < min)
-        throw new InvalidInventoryOptionError(`options.${option}`, value, `must be a whole number ≥ ${min}`);
+    const wholeNumber = (option: string, value: number, min: number, max = Number.MAX_SAFE_INTEGER): number => {
+      if (!Number.isSafeInteger(value) || value < min || value > max) {
+        const rule = max === Number.MAX_SAFE_INTEGER ? `≥ ${min}` : `from ${min} to ${max}`;
+        throw new InvalidInventoryOptionError(`options.${option}`, value, `must be a whole number ${rule}`);
+      }
       return value;
     };
     this.now = now;
     this.epochMs = this.clockMs();
-    this.pruneStep = wholeAtLeast('pruneStep', pruneStep, 0);
-    this.compactStep = wholeAtLeast('compactStep', compactStep, 1);
+    this.pruneStep = wholeNumber('pruneStep', pruneStep, 0);
+    this.compactStep = wholeNumber('compactStep', compactStep, 1);
     this.index = new RetainedTable(
-      wholeAtLeast('expectedBlocks', expectedBlocks, 0),
-      wholeAtLeast('rehashStep', rehashStep, minRehashStep),
+      wholeNumber('expectedBlocks', expectedBlocks, 0, maxExpectedBlocks),
+      wholeNumber('rehashStep', rehashStep, minRehashStep),
     );
   }
 

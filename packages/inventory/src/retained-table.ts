@@ -42,6 +42,11 @@ const growth = 1.5; // of the table and the overflow slab
 // (maxLoad − maxLoad / growth) × growth = 0.425 × (previous slots) new blocks later. Moving 3 slots
 // per new block empties the previous table by then.
 export const minRehashStep = 3;
+/**
+ * The most blocks a table is made for up front: its slots for 2^27 blocks take 3.8 GB already, and the
+ * table grows as blocks come anyway; a larger request is a mistake (or past what a typed array can hold).
+ */
+export const maxExpectedBlocks = 2 ** 27;
 // The next table (and the next overflow slab) is allocated at load `prepareLoad` and one of its pages
 // touched per `touchEvery` new blocks (overflow entries), so that the kernel's page faults are spread
 // out instead of hitting the first operations of a growth step at up to one per stored block. The
