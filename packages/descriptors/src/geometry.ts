@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { InvalidGeometryError } from './errors.js';
+import type { FieldIssue } from './field-issue.js';
 import { toFieldIssues, unreadableInput } from './zod-issues.js';
 
 export const dtypes = ['fp32', 'bf16', 'fp16', 'fp8_e4m3', 'fp8_e5m2', 'int8'] as const;
@@ -76,3 +77,20 @@ export const geometryFields = [
   'bankLayout',
   'headOrder',
 ] as const satisfies readonly (keyof Geometry)[];
+
+/**
+ * The first of `fields` of a geometry argument that breaks `geometrySchema`'s rule for it, named
+ * `${path}${field}`, or `undefined`; other fields are not read. For the functions that take part of a geometry.
+ */
+export function geometryFieldIssue(
+  geometry: object,
+  fields: readonly (keyof Geometry)[],
+  path = '',
+): FieldIssue | undefined {
+  for (const field of fields) {
+    const value: unknown = (geometry as Record<string, unknown>)[field];
+    const result = geometrySchema.shape[field].safeParse(value);
+    if (!result.success) return { field: `${path}${field}`, value, rule: result.error.issues[0]!.message };
+  }
+  return undefined;
+}

@@ -40,4 +40,15 @@ describe('deriveShard', () => {
     expect(() => deriveShard(qwen, rank(2, 2))).toThrow(/parallel.tpRank = 2: must be in \[0, 2\)/);
     expect(() => deriveShard(qwen, rank(0, 2, -1, 2))).toThrow(/parallel.ppRank = -1/);
   });
+
+  it('names the geometry field that cannot be split, not the parallel sizes', () => {
+    const field = (name: string) => expect.objectContaining({ issue: expect.objectContaining({ field: name }) });
+    expect(() => deriveShard({ ...qwen, numKvHeads: 0 }, rank(0, 2))).toThrow(field('geometry.numKvHeads'));
+    expect(() => deriveShard({ ...qwen, numKvHeads: Number.NaN }, rank(0, 2))).toThrow(field('geometry.numKvHeads'));
+    expect(() => deriveShard({ ...qwen, numLayers: undefined } as never, rank(0, 1, 0, 2))).toThrow(
+      field('geometry.numLayers'),
+    );
+    expect(() => deriveShard({ ...qwen, numLayers: 0 }, rank(0, 1, 0, 2))).toThrow(InvalidShardError);
+    expect(() => deriveShard({ ...qwen, numLayers: 0 }, rank(0, 1, 0, 2))).toThrow(/geometry.numLayers = 0/);
+  });
 });

@@ -1,6 +1,6 @@
 import { InvalidShardError } from './errors.js';
 import type { FieldIssue } from './field-issue.js';
-import type { Geometry } from './geometry.js';
+import { type Geometry, geometryFieldIssue } from './geometry.js';
 
 export interface Parallel {
   readonly tpRank: number;
@@ -27,12 +27,18 @@ export interface Shard {
 type ShardInputs = Pick<Geometry, 'numKvHeads' | 'numLayers'>;
 type SplitInputs = Pick<Parallel, 'tpSize' | 'ppSize'>;
 
-/** Why `parallel` cannot split `geometry` canonically, or `undefined` when it can. */
+/**
+ * Why `parallel` cannot split `geometry` canonically, naming the field at fault (the geometry's `numKvHeads` or
+ * `numLayers` when one is no positive integer, else a parallel size), or `undefined` when it can.
+ */
 export function shardSplitIssue(geometry: ShardInputs, parallel: SplitInputs): FieldIssue | undefined {
   if (typeof geometry !== 'object' || geometry === null)
     return { field: 'geometry', value: geometry, rule: 'must be a geometry object' };
   if (typeof parallel !== 'object' || parallel === null)
     return { field: 'parallel', value: parallel, rule: 'must be { tpRank, tpSize, ppRank, ppSize }' };
+  // A geometry that cannot be split is the geometry's fault, not the split's.
+  const geometryIssue = geometryFieldIssue(geometry, ['numKvHeads', 'numLayers'], 'geometry.');
+  if (geometryIssue !== undefined) return geometryIssue;
   const { numKvHeads, numLayers } = geometry;
   const { tpSize, ppSize } = parallel;
   if (!Number.isInteger(tpSize) || tpSize < 1) {
