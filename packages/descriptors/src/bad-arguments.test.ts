@@ -71,6 +71,27 @@ describe('bad arguments get typed errors naming them', () => {
     expect(() => bankSpan(null as never, 1, 2)).toThrow(/bank = null/);
   });
 
+  it('refuses a geometry, shard or bank whose fields the byte geometry reads are missing or bad, naming the field', () => {
+    const issue = (field: string) => expect.objectContaining({ issues: [expect.objectContaining({ field })] });
+    const shardIssue = (field: string) => expect.objectContaining({ issue: expect.objectContaining({ field }) });
+    expect(() => pieceBytes({ ...qwen, headDim: Number.NaN }, shard)).toThrow(InvalidGeometryError);
+    expect(() => pieceBytes({ ...qwen, headDim: Number.NaN }, shard)).toThrow(issue('headDim'));
+    expect(() => pieceBytes({ blockTokens: 16, dtype: 'bf16' } as never, shard)).toThrow(issue('headDim'));
+    expect(() => pieceBytes({ ...qwen, blockTokens: 0 }, shard)).toThrow(issue('blockTokens'));
+    expect(() => pieceBytes(qwen, {} as never)).toThrow(InvalidShardError);
+    expect(() => pieceBytes(qwen, {} as never)).toThrow(shardIssue('shard.kvHeads'));
+    expect(() => pieceBytes(qwen, { kvHeads: { start: 0 } } as never)).toThrow(shardIssue('shard.kvHeads.count'));
+    expect(() => elementOffset({ ...qwen, blockTokens: undefined } as never, 1, 0, 0, 0)).toThrow(issue('blockTokens'));
+    expect(() => elementOffset({ ...qwen, headOrder: 'HDN' } as never, 1, 0, 0, 0)).toThrow(issue('headOrder'));
+    const [bank] = workerFor({ geometry: qwen, tpSize: 1, ppSize: 1, blocks: 2 }).ranks[0]!.banks;
+    expect(() => bankSpan({ ...bank!, blocks: Number.NaN }, 1, 2)).toThrow(InvalidBankLayoutError);
+    expect(() => bankSpan({ ...bank!, blocks: Number.NaN }, 1, 2)).toThrow(issue('bank.blocks'));
+    expect(() => bankSpan({ blocks: 2 } as never, 1, 2)).toThrow(issue('bank.blockStride'));
+    expect(() => bankSpan({ ...bank!, planeStride: 4096 } as never, 1, 2)).toThrow(issue('bank.planeStride'));
+    expect(() => bankSpan(bank!, 1.5, 2)).toThrow(issue('piece'));
+    expect(() => bankSpan(bank!, 1, 3)).toThrow(issue('planes'));
+  });
+
   it('refuses workers, parts and ranks that are no objects', () => {
     expect(() => assembleWorker(null as never)).toThrow(InvalidRankPartError);
     expect(() => assembleWorker(null as never)).toThrow(/parts = null/);

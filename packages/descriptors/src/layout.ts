@@ -1,24 +1,49 @@
 import { type Bank, type MemKind, memKinds, positiveCount, SPAN_LIMIT, U64_LIMIT } from './bank.js';
 import { InvalidBankLayoutError, InvalidGeometryError, InvalidShardError, isObject } from './errors.js';
 import type { FieldIssue } from './field-issue.js';
-import { bytesPerElement, type Geometry } from './geometry.js';
+import { bytesPerElement, type Geometry, geometryFieldIssue } from './geometry.js';
 import { deriveShard, type Parallel, type Shard } from './shard.js';
 
 type PieceGeometry = Pick<Geometry, 'blockTokens' | 'headDim' | 'dtype'>;
 
-function checkGeometryArgument(geometry: unknown): void {
+/** Refuses a geometry argument that is no object, or whose `fields` (those the caller reads) break the geometry's rules. */
+function checkGeometryArgument(geometry: unknown, fields: readonly (keyof Geometry)[] = []): void {
   if (!isObject(geometry))
     throw new InvalidGeometryError([{ field: 'geometry', value: geometry, rule: 'a KV geometry object' }]);
+  const issue = geometryFieldIssue(geometry, fields);
+  if (issue !== undefined) throw new InvalidGeometryError([issue]);
 }
 
-function checkShardArgument(shard: unknown): void {
+/** Refuses a shard argument that is no object, or whose `ranges` (those the caller reads) have no count a shard has. */
+function checkShardArgument(shard: unknown, ranges: readonly (keyof Pick<Shard, 'kvHeads' | 'layers'>)[] = []): void {
   if (!isObject(shard)) throw new InvalidShardError({ field: 'shard', value: shard, rule: 'a shard from deriveShard' });
+  for (const name of ranges) {
+    const range: unknown = (shard as Record<string, unknown>)[name];
+    if (!isObject(range))
+      throw new InvalidShardError({
+        field: `shard.${name}`,
+        value: range,
+        rule: '{ start, count }, as deriveShard gives it',
+      });
+    const { count } = range as { count?: unknown };
+    if (!positiveCount.safeParse(count).success)
+      throw new InvalidShardError({
+        field: `shard.${name}.count`,
+        value: count,
+        rule: 'a positive integer below 2^31',
+      });
+  }
 }
 
-/** Bytes of one (block, layer, plane) piece of a rank: block tokens × the rank's heads × head dim × element bytes. */
+const pieceFields = ['blockTokens', 'headDim', 'dtype'] as const;
+
+/**
+ * Bytes of one (block, layer, plane) piece of a rank: block tokens × the rank's heads × head dim × element bytes.
+ * A field it reads that is missing or bad is refused, named: `InvalidGeometryError`, `InvalidShardError`.
+ */
 export function pieceBytes(geometry: PieceGeometry, shard: Pick<Shard, 'kvHeads'>): number {
-  checkGeometryArgument(geometry);
-  checkShardArgument(shard);
+  checkGeometryArgument(geometry, pieceFields);
+  checkShardArgument(shard, ['kvHeads']);
   return geometry.blockTokens * shard.kvHeads.count * geometry.headDim * bytesPerElement(geometry.dtype);
 }
 
@@ -62,16 +87,44 @@ export type BankStrides = Pick<Bank, 'blocks' | 'blockStride' | 'planeStride'>;
 
 /**
  * Bytes from a bank's start that its pieces may reach: `blocks × blockStride`, and for a plane-strided
- * bank at least up to the end of its last block's last plane.
+ * bank at least up to the end of its last block's last plane. A bank field, `piece` or `planes` that is missing
+ * or bad is refused, named (`InvalidBankLayoutError`).
  */
 export function bankSpan(bank: BankStrides, piece: number, planes: number): bigint {
   if (!isObject(bank))
     throw new InvalidBankLayoutError([{ field: 'bank', value: bank, rule: 'a bank with its blocks and strides' }]);
+  const issues = bankSpanIssues(bank, piece, planes);
+  if (issues.length > 0) throw new InvalidBankLayoutError(issues);
   const blocksSpan = BigInt(bank.blocks) * bank.blockStride;
   if (bank.planeStride === undefined) return blocksSpan;
   const lastPlaneEnd =
     BigInt(bank.blocks - 1) * bank.blockStride + BigInt(planes - 1) * bank.planeStride + BigInt(piece);
   return lastPlaneEnd > blocksSpan ? lastPlaneEnd : blocksSpan;
+}
+
+/** What `bankSpan` cannot compute with: the bank's fields as a rank part's bank holds them, one piece's bytes, the planes. */
+function bankSpanIssues(bank: object, piece: unknown, planes: unknown): FieldIssue[] {
+  const { blocks, blockStride, planeStride } = bank as Partial<Record<keyof BankStrides, unknown>>;
+  const issues: FieldIssue[] = [];
+  if (!positiveCount.safeParse(blocks).success)
+    issues.push({ field: 'bank.blocks', value: blocks, rule: 'must be a positive integer below 2^31' });
+  if (!isU64(blockStride))
+    issues.push({ field: 'bank.blockStride', value: blockStride, rule: 'must be an unsigned 64-bit bigint' });
+  if (planeStride !== undefined && !isU64(planeStride))
+    issues.push({
+      field: 'bank.planeStride',
+      value: planeStride,
+      rule: 'must be an unsigned 64-bit bigint when given',
+    });
+  if (!Number.isSafeInteger(piece) || (piece as number) < 1)
+    issues.push({
+      field: 'piece',
+      value: piece,
+      rule: 'must be the bytes of one piece (pieceBytes), a positive integer',
+    });
+  const planesIssue = geometryFieldIssue({ kvPlanes: planes }, ['kvPlanes']);
+  if (planesIssue !== undefined) issues.push({ ...planesIssue, field: 'planes' });
+  return issues;
 }
 
 /**
@@ -114,6 +167,7 @@ export function pieceSlot(
 /**
  * Byte offset of element (head, token, dim) inside one (block, layer, plane) piece of a rank holding
  * `headCount` heads; `head` is local to the rank. HND is `[head][token][dim]`, NHD `[token][head][dim]`.
+ * A geometry field it reads that is missing or bad is refused, named (`InvalidGeometryError`).
  */
 export function elementOffset(
   geometry: PieceGeometry & Pick<Geometry, 'headOrder'>,
@@ -122,7 +176,7 @@ export function elementOffset(
   token: number,
   dim: number,
 ): number {
-  checkGeometryArgument(geometry);
+  checkGeometryArgument(geometry, [...pieceFields, 'headOrder']);
   const { blockTokens, headDim } = geometry;
   const element =
     geometry.headOrder === 'HND'
