@@ -114,6 +114,18 @@ describe('kvreuse watch', () => {
     );
   });
 
+  it('refuses more ranks than engine-events follows, naming --ranks, before it follows any', async () => {
+    const { out, context } = capture();
+    // Port 65000 leaves ports for ranks 0 to 535: a count let through is refused for rank 536's port instead.
+    const args = ['watch', '--vllm', 'tcp://127.0.0.1:65000', '--batches', '1', '--ranks'];
+    expect(await runCli([...args, '1025'], context)).toBe(2);
+    expect(out.stderr).toBe(
+      'kvreuse: watch: --ranks is a whole number from 1 to 1024, not "1025" (see kvreuse watch --help) [USAGE]\n',
+    );
+    expect(await runCli([...args, '1024'], context)).toBe(2);
+    expect(out.stderr).toMatch(/--vllm tcp:\/\/127\.0\.0\.1:65000 leaves no port for rank 536 /);
+  });
+
   it.each(['1,,2', '1,2,', ' '])('refuses --prompt %j: an empty token id is no token 0', async (ids) => {
     const { out, context } = capture();
     expect(await runCli(['watch', '--vllm', 'tcp://127.0.0.1:1', '--batches', '1', '--prompt', ids], context)).toBe(2);

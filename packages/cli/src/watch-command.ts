@@ -4,7 +4,8 @@ import {
   EngineInventoryFeed,
   type EngineSubscriberEvent,
   type EngineSubscriberOptions,
-  rankEndpoint,
+  maxEngineRanks,
+  rankEndpoints,
   RankPortError,
 } from '@kvreuse/engine-events';
 import { fnv1a64, hashBlockChain, RetainedInventory } from '@kvreuse/inventory';
@@ -17,7 +18,11 @@ import { jsonLinesOf, lineOptions } from './output.js';
 const options: OptionSpec[] = [
   { name: 'vllm', value: '<endpoint>', description: "the engine's KV event publisher of DP rank 0 (tcp://host:port)" },
   { name: 'replay', value: '<endpoint>', description: 'its replay socket of DP rank 0, to repair gaps' },
-  { name: 'ranks', value: '<n>', description: 'data-parallel ranks, one publisher each on port + rank (default 1)' },
+  {
+    name: 'ranks',
+    value: '<n>',
+    description: `data-parallel ranks, one publisher each on port + rank (default 1, at most ${maxEngineRanks})`,
+  },
   { name: 'engine', value: '<name>', description: "the engine's name: rank r is worker <name>/dp<r> (default vllm)" },
   { name: 'block-size', value: '<tokens>', description: "the engine's tokens per block (default 16)" },
   { name: 'prompt', value: '<ids>', description: 'comma-separated token ids: show which worker holds how much of it' },
@@ -39,10 +44,10 @@ function promptOf(args: CommandArgs): number[] | undefined {
   return ids;
 }
 
-/** Every rank's endpoint of `--<name>` (`rankEndpoint`'s rule), a refused one as the usage error it is. */
+/** Every rank's endpoint of `--<name>` (`rankEndpoints`), a refused one as the usage error it is. */
 function rankEndpointsOf(name: string, endpoint: string, ranks: number): string[] {
   try {
-    return Array.from({ length: ranks }, (_, rank) => rankEndpoint(endpoint, rank));
+    return rankEndpoints(endpoint, ranks);
   } catch (error) {
     if (!(error instanceof EngineEventsInputError) || error.argument !== 'endpoint') throw error;
     throw new UsageError(
@@ -165,7 +170,7 @@ async function follow(
 ): Promise<void> {
   const engine = args.options.get('engine')?.[0] ?? 'vllm';
   const replay = args.options.get('replay')?.[0];
-  const ranks = wholeNumberOption('watch', args, 'ranks', 1, 1);
+  const ranks = wholeNumberOption('watch', args, 'ranks', 1, 1, maxEngineRanks);
   const json = jsonLinesOf('watch', args);
   const endpoints = rankEndpointsOf('vllm', endpoint, ranks);
   const replays = replay === undefined ? undefined : rankEndpointsOf('replay', replay, ranks);

@@ -8,7 +8,9 @@ import {
   EngineEventSubscriber,
   type EngineSubscriberEvent,
   type EngineSubscriberOptions,
+  maxEngineRanks,
   rankEndpoint,
+  rankEndpoints,
   subscribeEngineRanks,
 } from './engine-subscriber.js';
 import { registerEngineEventMetrics } from './subscriber-metrics.js';
@@ -487,6 +489,29 @@ describe('rankEndpoint', () => {
     noPort('tcp://10.0.0.5:0', 0);
     noPort('tcp://10.0.0.5:65536', 0);
     expect(rankEndpoint('tcp://10.0.0.5:65000', 535)).toBe('tcp://10.0.0.5:65535');
+  });
+});
+
+describe('rankEndpoints', () => {
+  it("derives every rank's endpoint, refusing a count outside 1 to maxEngineRanks by name", () => {
+    expect(maxEngineRanks).toBe(1024);
+    expect(rankEndpoints('tcp://10.0.0.5:5557', 3)).toEqual([
+      'tcp://10.0.0.5:5557',
+      'tcp://10.0.0.5:5558',
+      'tcp://10.0.0.5:5559',
+    ]);
+    expect(rankEndpoints('ipc:///tmp/kv', 1024)).toHaveLength(1024);
+    for (const ranks of [0, 1025, 1.5, Number.NaN])
+      expect(() => rankEndpoints('ipc:///tmp/kv', ranks)).toThrow(
+        expect.objectContaining({
+          code: 'ENGINE_EVENTS_INVALID_INPUT',
+          argument: 'ranks',
+          reason: 'a number of ranks is a whole number from 1 to 1024',
+        }),
+      );
+    expect(() => rankEndpoints('tcp://10.0.0.5:65000', 537)).toThrow(
+      expect.objectContaining({ name: 'RankPortError', rank: 536 }),
+    );
   });
 });
 

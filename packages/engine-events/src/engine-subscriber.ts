@@ -364,10 +364,29 @@ export type EngineRanksOptions = Omit<EngineSubscriberOptions, 'workerId' | 'end
 };
 
 /**
- * The most data-parallel ranks `subscribeEngineRanks` follows: each is a publisher with a subscriber and
- * sockets of its own, and a count past any engine's parallel degree is a mistake, not a deployment.
+ * The most data-parallel ranks an engine is followed with (`subscribeEngineRanks`, `rankEndpoints`): each
+ * is a publisher with a subscriber and sockets of its own, and a count past any engine's parallel degree
+ * is a mistake, not a deployment.
  */
-const maxEngineRanks = 1024;
+export const maxEngineRanks = 1024;
+
+function checkRankCount(argument: string, ranks: unknown): void {
+  if (!Number.isSafeInteger(ranks) || (ranks as number) < 1 || (ranks as number) > maxEngineRanks)
+    throw new EngineEventsInputError(
+      argument,
+      ranks,
+      `a number of ranks is a whole number from 1 to ${maxEngineRanks}`,
+    );
+}
+
+/**
+ * The endpoints of an engine's `ranks` data-parallel ranks (1 to `maxEngineRanks`), rank 0's being
+ * `endpoint`, each as `rankEndpoint` derives it; refused as a whole when one rank's is.
+ */
+export function rankEndpoints(endpoint: string, ranks: number): string[] {
+  checkRankCount('ranks', ranks);
+  return Array.from({ length: ranks }, (_, rank) => rankEndpoint(endpoint, rank));
+}
 
 /** One subscriber per data-parallel rank of an engine. */
 export function subscribeEngineRanks(options: EngineRanksOptions): EngineEventSubscriber[] {
@@ -376,21 +395,21 @@ export function subscribeEngineRanks(options: EngineRanksOptions): EngineEventSu
   const { engine, endpoint, replayEndpoint, ranks = 1, ...common } = options;
   if (typeof engine !== 'string' || engine.length === 0)
     throw new EngineEventsInputError('options.engine', engine, "an engine's name is a non-empty string");
-  if (!Number.isSafeInteger(ranks) || ranks < 1 || ranks > maxEngineRanks)
-    throw new EngineEventsInputError(
-      'options.ranks',
-      ranks,
-      `a number of ranks is a whole number from 1 to ${maxEngineRanks}`,
-    );
+  checkRankCount('options.ranks', ranks);
   // Every rank's endpoints first: a refused one opens nothing.
-  const endpoints = Array.from({ length: ranks }, (_, rank) => ({
-    endpoint: rankEndpoint(endpoint, rank),
-    ...(replayEndpoint === undefined ? {} : { replayEndpoint: rankEndpoint(replayEndpoint, rank) }),
-  }));
+  const publishers = rankEndpoints(endpoint, ranks);
+  const replays = replayEndpoint === undefined ? undefined : rankEndpoints(replayEndpoint, ranks);
   const subscribers: EngineEventSubscriber[] = [];
   try {
-    for (const [rank, rankEndpoints] of endpoints.entries())
-      subscribers.push(new EngineEventSubscriber({ ...common, workerId: `${engine}/dp${rank}`, ...rankEndpoints }));
+    for (const [rank, endpoint] of publishers.entries())
+      subscribers.push(
+        new EngineEventSubscriber({
+          ...common,
+          workerId: `${engine}/dp${rank}`,
+          endpoint,
+          ...(replays === undefined ? {} : { replayEndpoint: replays[rank]! }),
+        }),
+      );
   } catch (error) {
     for (const subscriber of subscribers) void subscriber.close();
     throw error;

@@ -39,7 +39,9 @@ export {
   type EngineSubscriberEvent,
   type EngineSubscriberMetrics,
   type EngineSubscriberOptions,
+  maxEngineRanks,
   rankEndpoint,
+  rankEndpoints,
   subscribeEngineRanks,
 } from './engine-subscriber.js';
 export { replayEndSeq } from './replay-client.js';
