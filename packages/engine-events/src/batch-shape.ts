@@ -54,12 +54,15 @@ function checkStored(event: number, fields: Record<string, unknown>): void {
 }
 
 /**
- * Refuses, naming the field (`batch.events[2].blockHashes[0]`), a batch that is not an
- * `EngineEventBatch` in what the feed reads of it.
+ * Refuses, naming the field (`batch.ts`, `batch.events[2].blockHashes[0]`), a batch that is not an
+ * `EngineEventBatch` in what the feed and the subscriber read of it.
  */
 export function checkEventBatch(batch: EngineEventBatch): void {
   if (batch === null || typeof batch !== 'object')
     throw new EngineEventsInputError('batch', batch, 'a batch is { ts, events, … }');
+  // The subscriber's lag is read from ts: a negative or NaN one would pass for the engine's time.
+  if (typeof batch.ts !== 'number' || !Number.isFinite(batch.ts) || batch.ts < 0)
+    throw new EngineEventsInputError('batch.ts', batch.ts, 'seconds since the Unix epoch, a finite number ≥ 0');
   if (!Array.isArray(batch.events))
     throw new EngineEventsInputError('batch.events', batch.events, 'events are an array');
   for (let i = 0; i < batch.events.length; i++) {

@@ -64,6 +64,11 @@ describe('EngineInventoryFeed', () => {
     const removal = { type: 'BlockRemoved', medium: null, groupIdx: null } as const;
     for (const [argument, malformed] of [
       ['batch', null],
+      ['batch.ts', { ...batch(), ts: -1 }],
+      ['batch.ts', { ...batch(), ts: Number.NaN }],
+      ['batch.ts', { ...batch(), ts: Number.POSITIVE_INFINITY }],
+      ['batch.ts', { ...batch(), ts: '1.5' }],
+      ['batch.ts', { ...batch(), ts: undefined }],
       ['batch.events', { ...batch(), events: undefined }],
       ['batch.events[1].type', batch(stored(2, 3), { type: 'BlockEvicted' } as never)],
       ['batch.events[1].blockHashes[0]', batch(stored(2, 3), { ...removal, blockHashes: [new Uint8Array(4)] })],
@@ -77,6 +82,9 @@ describe('EngineInventoryFeed', () => {
       expect(() => feed.apply('w', malformed as never)).toThrow(refused(argument));
       expect(() => feed.apply('new', malformed as never)).toThrow(refused(argument));
     }
+    expect(() => feed.apply('w', { ...batch(stored(2, 3)), ts: -1 })).toThrow(
+      'engine events: batch.ts = -1 is refused: seconds since the Unix epoch, a finite number ≥ 0',
+    );
     expect(feed.heldBlocks('w')).toEqual({ gpu: 2, host: 0 });
     expect(feed.kvreuseHashOf('w', vllmIntBlockHash(digests[2]!))).toBeUndefined();
     expect(feed.identity('new')).toBeUndefined();
