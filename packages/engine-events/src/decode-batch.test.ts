@@ -152,6 +152,48 @@ describe('EngineBatchDecoder on recorded streams', () => {
     }
   });
 
+  it('names the field of a later event, or of the batch, that it refuses, with the reason', async () => {
+    const { Encoder } = await import('@msgpack/msgpack');
+    const encoder = new Encoder();
+    const removed = { type: 'BlockRemoved', block_hashes: [7], medium: 'GPU' };
+    const stored = (fields: Record<string, unknown>) => ({
+      type: 'BlockStored',
+      block_hashes: [1],
+      parent_block_hash: null,
+      token_ids: [1],
+      block_size: 1,
+      ...fields,
+    });
+    for (const [event, path, reason] of [
+      [7, 'events[1]', 'an event is a map or an array'],
+      [{ type: 3 }, 'events[1].type', 'an event is tagged with its type name'],
+      [stored({ block_size: 0 }), 'events[1].block_size', 'a block size is a whole number ≥ 1'],
+      [stored({ block_hashes: 1 }), 'events[1].block_hashes', 'block hashes are an array'],
+      [stored({ token_ids: 'ids' }), 'events[1].token_ids', 'token ids are an array'],
+      [stored({ token_ids: [1, -2] }), 'events[1].token_ids[1]', 'a token id is a whole number'],
+      [stored({ lora_id: 'a' }), 'events[1].lora_id', 'a LoRA id is a whole number or nil'],
+      [stored({ medium: 1 }), 'events[1].medium', 'a medium is a string or nil'],
+      [stored({ lora_name: 1 }), 'events[1].lora_name', 'a LoRA name is a string or nil'],
+      [stored({ extra_keys: 1 }), 'events[1].extra_keys', 'extra keys are an array (one entry per block) or nil'],
+      [stored({ extra_keys: [null, 1] }), 'events[1].extra_keys[1]', "a block's extra keys are an array or nil"],
+      [stored({ group_idx: -1 }), 'events[1].group_idx', 'a group index is a whole number or nil'],
+      [stored({ kv_cache_spec_kind: 1 }), 'events[1].kv_cache_spec_kind', 'a kind is a string or nil'],
+      [
+        stored({ kv_cache_spec_sliding_window: 1.5 }),
+        'events[1].kv_cache_spec_sliding_window',
+        'a sliding window is a whole number or nil',
+      ],
+      [{ ...removed, group_idx: 'g' }, 'events[1].group_idx', 'a group index is a whole number or nil'],
+    ] as const) {
+      const result = decoder.decode(encoder.encode({ ts: 1.5, events: [removed, event] }));
+      expect(result, path).toEqual({ ok: false, error: expect.objectContaining({ path, reason }) });
+    }
+    expect(decoder.decode(encoder.encode([1.5, [removed], -1]))).toEqual({
+      ok: false,
+      error: expect.objectContaining({ path: 'data_parallel_rank', reason: 'a rank is a whole number or nil' }),
+    });
+  });
+
   it('reports a batch whose ts is negative or not finite as malformed at ts', async () => {
     const { Encoder } = await import('@msgpack/msgpack');
     const encoder = new Encoder();

@@ -22,12 +22,22 @@ function fieldsOf(value: unknown): Fields {
   return (name) => (Object.hasOwn(record, name) ? record[name] : undefined);
 }
 
-/** A hash at `path`, or at element `element` of the array at `path` (put into words only when refused). */
-function hashOf(value: unknown, path: string, element?: number): EngineBlockHash {
+/**
+ * Refuses the value at `field` of event `event` (`''` for the event itself), or of the batch when
+ * `event` is undefined, element `element` of it if given. The path is put into words only here: a
+ * batch read in full builds none.
+ */
+function failAt(event: number | undefined, field: string, reason: string, element?: number): never {
+  const at = event === undefined ? field : `events[${event}]${field === '' ? '' : `.${field}`}`;
+  return fail(element === undefined ? at : `${at}[${element}]`, reason);
+}
+
+/** A hash at `field` of event `event`, or at element `element` of the array there. */
+function hashOf(value: unknown, event: number, field: string, element?: number): EngineBlockHash {
   if (typeof value === 'bigint' && value >= minInt64 && value <= maxUint64) return value;
   if (Number.isSafeInteger(value)) return BigInt(value as number);
   if (value instanceof Uint8Array && digestLengths.has(value.length)) return value;
-  return fail(element === undefined ? path : `${path}[${element}]`, hashRefusal(value));
+  return failAt(event, field, hashRefusal(value), element);
 }
 
 function hashRefusal(value: unknown): string {
@@ -36,85 +46,95 @@ function hashRefusal(value: unknown): string {
   return `a hash is an integer or bytes, not ${typeof value === 'number' ? value : typeof value}`;
 }
 
-function hashesOf(value: unknown, path: string): EngineBlockHash[] {
-  if (!Array.isArray(value)) return fail(path, 'block hashes are an array');
-  return value.map((hash, i) => hashOf(hash, path, i));
+function hashesOf(value: unknown, event: number): EngineBlockHash[] {
+  if (!Array.isArray(value)) return failAt(event, 'block_hashes', 'block hashes are an array');
+  return value.map((hash, i) => hashOf(hash, event, 'block_hashes', i));
 }
 
-function optional<T>(value: unknown, path: string, check: (value: unknown) => value is T, what: string): T | null {
+function optional<T>(
+  value: unknown,
+  event: number | undefined,
+  field: string,
+  check: (value: unknown) => value is T,
+  what: string,
+): T | null {
   if (value === undefined || value === null) return null;
-  return check(value) ? value : fail(path, `${what} or nil`);
+  return check(value) ? value : failAt(event, field, `${what} or nil`);
 }
 
 const isString = (value: unknown): value is string => typeof value === 'string';
 const isWhole = (value: unknown): value is number => Number.isSafeInteger(value) && (value as number) >= 0;
 
-function tokenIdsOf(value: unknown, path: string): number[] {
-  if (!Array.isArray(value)) return fail(path, 'token ids are an array');
-  for (let i = 0; i < value.length; i++) if (!isWhole(value[i])) fail(`${path}[${i}]`, 'a token id is a whole number');
+function tokenIdsOf(value: unknown, event: number): number[] {
+  if (!Array.isArray(value)) return failAt(event, 'token_ids', 'token ids are an array');
+  for (let i = 0; i < value.length; i++)
+    if (!isWhole(value[i])) failAt(event, 'token_ids', 'a token id is a whole number', i);
   return value as number[];
 }
 
-function extraKeysOf(value: unknown, path: string): (readonly unknown[] | null)[] | null {
+function extraKeysOf(value: unknown, event: number): (readonly unknown[] | null)[] | null {
   if (value === undefined || value === null) return null;
-  if (!Array.isArray(value)) return fail(path, 'extra keys are an array (one entry per block) or nil');
+  if (!Array.isArray(value)) return failAt(event, 'extra_keys', 'extra keys are an array (one entry per block) or nil');
   value.forEach((keys, i) => {
-    if (keys !== null && !Array.isArray(keys)) fail(`${path}[${i}]`, "a block's extra keys are an array or nil");
+    if (keys !== null && !Array.isArray(keys))
+      failAt(event, 'extra_keys', "a block's extra keys are an array or nil", i);
   });
   return value as (unknown[] | null)[];
 }
 
-function blockStored(field: Fields, path: string): BlockStored {
+function blockStored(field: Fields, event: number): BlockStored {
   const blockSize = field('block_size', 4);
-  if (!isWhole(blockSize) || blockSize < 1) fail(`${path}.block_size`, 'a block size is a whole number ≥ 1');
+  if (!isWhole(blockSize) || blockSize < 1) failAt(event, 'block_size', 'a block size is a whole number ≥ 1');
   const parent = field('parent_block_hash', 2);
   return {
     type: 'BlockStored',
-    blockHashes: hashesOf(field('block_hashes', 1), `${path}.block_hashes`),
-    parentBlockHash: parent === undefined || parent === null ? null : hashOf(parent, `${path}.parent_block_hash`),
-    tokenIds: tokenIdsOf(field('token_ids', 3), `${path}.token_ids`),
+    blockHashes: hashesOf(field('block_hashes', 1), event),
+    parentBlockHash: parent === undefined || parent === null ? null : hashOf(parent, event, 'parent_block_hash'),
+    tokenIds: tokenIdsOf(field('token_ids', 3), event),
     blockSize: blockSize as number,
-    loraId: optional(field('lora_id', 5), `${path}.lora_id`, isWhole, 'a LoRA id is a whole number'),
-    medium: optional(field('medium', 6), `${path}.medium`, isString, 'a medium is a string'),
-    loraName: optional(field('lora_name', 7), `${path}.lora_name`, isString, 'a LoRA name is a string'),
-    extraKeys: extraKeysOf(field('extra_keys', 8), `${path}.extra_keys`),
-    groupIdx: optional(field('group_idx', 9), `${path}.group_idx`, isWhole, 'a group index is a whole number'),
+    loraId: optional(field('lora_id', 5), event, 'lora_id', isWhole, 'a LoRA id is a whole number'),
+    medium: optional(field('medium', 6), event, 'medium', isString, 'a medium is a string'),
+    loraName: optional(field('lora_name', 7), event, 'lora_name', isString, 'a LoRA name is a string'),
+    extraKeys: extraKeysOf(field('extra_keys', 8), event),
+    groupIdx: optional(field('group_idx', 9), event, 'group_idx', isWhole, 'a group index is a whole number'),
     kvCacheSpecKind: optional(
       field('kv_cache_spec_kind', 10),
-      `${path}.kv_cache_spec_kind`,
+      event,
+      'kv_cache_spec_kind',
       isString,
       'a kind is a string',
     ),
     kvCacheSpecSlidingWindow: optional(
       field('kv_cache_spec_sliding_window', 11),
-      `${path}.kv_cache_spec_sliding_window`,
+      event,
+      'kv_cache_spec_sliding_window',
       isWhole,
       'a sliding window is a whole number',
     ),
   };
 }
 
-function blockRemoved(field: Fields, path: string): BlockRemoved {
+function blockRemoved(field: Fields, event: number): BlockRemoved {
   return {
     type: 'BlockRemoved',
-    blockHashes: hashesOf(field('block_hashes', 1), `${path}.block_hashes`),
-    medium: optional(field('medium', 2), `${path}.medium`, isString, 'a medium is a string'),
-    groupIdx: optional(field('group_idx', 3), `${path}.group_idx`, isWhole, 'a group index is a whole number'),
+    blockHashes: hashesOf(field('block_hashes', 1), event),
+    medium: optional(field('medium', 2), event, 'medium', isString, 'a medium is a string'),
+    groupIdx: optional(field('group_idx', 3), event, 'group_idx', isWhole, 'a group index is a whole number'),
   };
 }
 
-/** One event, or its tag when the type is unknown (skipped). */
-function eventOf(value: unknown, path: string): EngineEvent | string {
+/** Event `event` of the batch, or its tag when the type is unknown (skipped). */
+function eventOf(value: unknown, event: number): EngineEvent | string {
   const isMap = value !== null && typeof value === 'object' && !Array.isArray(value) && !(value instanceof Uint8Array);
-  if (!Array.isArray(value) && !isMap) return fail(path, 'an event is a map or an array');
+  if (!Array.isArray(value) && !isMap) return failAt(event, '', 'an event is a map or an array');
   const tag = Array.isArray(value) ? value[0] : (value as Record<string, unknown>)['type'];
-  if (typeof tag !== 'string') return fail(`${path}.type`, 'an event is tagged with its type name');
+  if (typeof tag !== 'string') return failAt(event, 'type', 'an event is tagged with its type name');
   const field = fieldsOf(value);
   switch (tag) {
     case 'BlockStored':
-      return blockStored(field, path);
+      return blockStored(field, event);
     case 'BlockRemoved':
-      return blockRemoved(field, path);
+      return blockRemoved(field, event);
     case 'AllBlocksCleared':
       return { type: 'AllBlocksCleared' };
     default:
@@ -135,14 +155,14 @@ function batchOf(value: unknown): EngineEventBatch {
   const decoded: EngineEvent[] = [];
   const unknownEventTypes: string[] = [];
   events.forEach((event, i) => {
-    const result = eventOf(event, `events[${i}]`);
+    const result = eventOf(event, i);
     if (typeof result === 'string') unknownEventTypes.push(result);
     else decoded.push(result);
   });
   return {
     ts: ts as number,
     events: decoded,
-    dataParallelRank: optional(rank, 'data_parallel_rank', isWhole, 'a rank is a whole number'),
+    dataParallelRank: optional(rank, undefined, 'data_parallel_rank', isWhole, 'a rank is a whole number'),
     unknownEventTypes,
   };
 }
