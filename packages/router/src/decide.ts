@@ -12,6 +12,7 @@ import {
 import type { SourceTier, TransferCalibration } from './calibration.js';
 import { type EstimateKind, estimatePull, type PullEstimate, type PullShape } from './cost-model.js';
 import { CalibrationClockError, type CalibrationClockRefusal, RouteRequestError, RouterOptionError } from './errors.js';
+import { LookupBudget } from './lookup-budget.js';
 import { lookupClock } from './lookup-clock.js';
 import { type PromptInput, promptChain } from './prompt-chain.js';
 import { type LinkClass, linkClassBetween, SourceBook, type SourceState } from './sources.js';
@@ -47,7 +48,8 @@ export interface RouteContext {
   /**
    * Monotonic milliseconds against which the lookup budget runs. Default: a clock that advances by the
    * lesser of wall and CPU time (the thread's where Node reports it, else the process's), so that a
-   * decision the scheduler preempted is not charged for the time other processes ran.
+   * decision the scheduler preempted is not charged for the time other processes ran. One that throws,
+   * reads other than a finite number or goes back ends the decision as `budget-exceeded`, saying how.
    */
   readonly clock?: () => number;
 }
@@ -194,9 +196,7 @@ export function decide(request: RouteRequest, context: RouteContext): RouteDecis
   const local = destination.localBlocks;
   if (!router.enableDecodeToPrefillReuse) return recompute('disabled', 'router.enable_decode_to_prefill_reuse is off');
   if (activation.mode === 'off') return recompute('disabled', `reuse is off: ${activation.reasons.join('; ')}`);
-  const clock = context.clock ?? lookupClock();
-  const started = clock();
-  const budgetMs = router.transferSourceLookupBudgetMs;
+  const budget = new LookupBudget(context.clock ?? lookupClock(), router.transferSourceLookupBudgetMs);
   const chain = promptChain(request, destination.worker, settings.inventory.hashSeed);
   if (chain.length <= local) {
     return recompute(
@@ -204,9 +204,9 @@ export function decide(request: RouteRequest, context: RouteContext): RouteDecis
       `the destination holds ${local} of the prompt's ${chain.length} blocks already: nothing to pull`,
     );
   }
-  if (clock() - started > budgetMs) return exceeded(budgetMs, 0, []);
+  if (budget.spent()) return exceeded(budget, 0, []);
   const prefixes = lookUp(inventory, chain);
-  if (clock() - started > budgetMs) return exceeded(budgetMs, prefixes.length, []);
+  if (budget.spent()) return exceeded(budget, prefixes.length, []);
 
   const rejected: RejectedSource[] = [];
   const priced: Priced[] = [];
@@ -222,11 +222,11 @@ export function decide(request: RouteRequest, context: RouteContext): RouteDecis
     blockTokens,
   };
   for (let i = 0; i < prefixes.length; i++) {
-    if (i > 0 && clock() - started > budgetMs) return withFault(exceeded(budgetMs, i, rejected), pricing.estimates);
+    if (i > 0 && budget.spent()) return withFault(exceeded(budget, i, rejected), pricing.estimates);
     const candidate = priceSource(prefixes[i]!, pricing, rejected);
     if (candidate !== undefined) priced.push(candidate);
   }
-  if (clock() - started > budgetMs) return withFault(exceeded(budgetMs, prefixes.length, rejected), pricing.estimates);
+  if (budget.spent()) return withFault(exceeded(budget, prefixes.length, rejected), pricing.estimates);
   if (pricing.estimates.fault !== undefined) repriceWithPriors(priced, pricing);
 
   const considered = prefixes.length;
@@ -519,13 +519,12 @@ function recompute(
   };
 }
 
-function exceeded(budgetMs: number, considered: number, rejected: readonly RejectedSource[]): DecisionDraft {
-  return recompute(
-    'budget-exceeded',
-    `finding a source took longer than router.transfer_source_lookup_budget_ms = ${budgetMs} ms: no source, the prefix is recomputed`,
-    considered,
-    rejected,
-  );
+function exceeded(budget: LookupBudget, considered: number, rejected: readonly RejectedSource[]): DecisionDraft {
+  const why =
+    budget.fault === undefined
+      ? `finding a source took longer than router.transfer_source_lookup_budget_ms = ${budget.budgetMs} ms`
+      : `the lookup clock (context.clock) failed, ${budget.fault}`;
+  return recompute('budget-exceeded', `${why}: no source, the prefix is recomputed`, considered, rejected);
 }
 
 function reject(rejected: RejectedSource[], worker: string, reason: RejectionReason, detail: string): void {

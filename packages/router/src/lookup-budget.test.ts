@@ -1,0 +1,59 @@
+import { describe, expect, it } from 'vitest';
+import { Scenario, settingsOf, workerOf } from '../test/support.js';
+import { decide, type RouteDecision } from './decide.js';
+
+describe('LookupBudget: decide on a lookup clock that fails', () => {
+  /** A lookup clock that reads `readings` in turn, then the last of them; a function among them is called instead. */
+  function scriptedClock(readings: readonly (number | (() => number))[]): () => number {
+    let next = 0;
+    return () => {
+      const reading = readings[Math.min(next++, readings.length - 1)]!;
+      return typeof reading === 'function' ? reading() : reading;
+    };
+  }
+  const gone = (): number => {
+    throw new Error('clock source gone');
+  };
+
+  /** Three host sources of 8 blocks, decided with `clock` as the lookup clock. */
+  function decideWith(clock: () => number): RouteDecision {
+    const s = new Scenario(16, settingsOf());
+    for (let i = 0; i < 3; i++) s.addSource(workerOf(`decode-${i}`), 1, { blocks: 8, tier: 'host' });
+    return decide(
+      { tokens: s.tokens, destination: { worker: s.destination, localBlocks: 0 } },
+      {
+        ...s.context(),
+        clock,
+      },
+    );
+  }
+  const failed = (considered: number, how: string) => ({
+    action: 'recompute',
+    reason: 'budget-exceeded',
+    extent: 0,
+    candidatesConsidered: considered,
+    detail: `the lookup clock (context.clock) failed, ${how}: no source, the prefix is recomputed`,
+  });
+
+  it('ends the decision as budget-exceeded when the clock throws, saying so, where it threw', () => {
+    // Readings: the start, after hashing, after the lookup, before the second and third candidates, after the last.
+    expect(decideWith(gone)).toMatchObject(failed(0, 'it threw: clock source gone'));
+    expect(decideWith(scriptedClock([0, 0, 0, gone]))).toMatchObject(failed(1, 'it threw: clock source gone'));
+    expect(decideWith(scriptedClock([0, 0, 0, 0, 0, gone]))).toMatchObject(failed(3, 'it threw: clock source gone'));
+  });
+
+  it('ends the decision as budget-exceeded when the clock reads no finite number or goes back', () => {
+    expect(decideWith(() => Number.NaN)).toMatchObject(failed(0, 'it read NaN, not a finite number of milliseconds'));
+    expect(decideWith(scriptedClock([0, 0, Number.POSITIVE_INFINITY]))).toMatchObject(
+      failed(3, 'it read Infinity, not a finite number of milliseconds'),
+    );
+    expect(decideWith(scriptedClock([0, 0, 0, '1' as never]))).toMatchObject(
+      failed(1, 'it read "1", not a finite number of milliseconds'),
+    );
+    expect(decideWith(scriptedClock([5, 5, 4]))).toMatchObject(failed(3, 'it went back from 5 to 4 ms'));
+  });
+
+  it('pulls when the same clock works', () => {
+    expect(decideWith(scriptedClock([0]))).toMatchObject({ action: 'pull', reason: 'worth-it' });
+  });
+});
