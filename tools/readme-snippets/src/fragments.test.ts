@@ -87,4 +87,37 @@ describe('fragmentsOf', () => {
       expect.objectContaining({ code: 'STRAY_FRAGMENT_CONTEXT', path: 'R.md', line: 1 }),
     );
   });
+
+  it("refuses a context never closed at its line, not taking a later block's or context's --> for its end", () => {
+    const unclosed = [
+      'x',
+      '<!-- fragment-context: declare const a: number;',
+      '```ts fragment',
+      'a;',
+      '```',
+      'State the context of a fragment so:',
+      '```md',
+      '<!-- fragment-context: declare const shown: number; -->',
+      '```',
+    ];
+    const beforeAnotherContext = [
+      '<!-- fragment-context: declare const a: number;',
+      'y',
+      '<!-- fragment-context: declare const b: number; -->',
+      '```ts fragment',
+      'b;',
+      '```',
+    ];
+    for (const markdown of [unclosed, beforeAnotherContext]) {
+      const opening = markdown.findIndex((line) => line.startsWith('<!--')) + 1;
+      expect(() => fragmentsOf('R.md', markdown.join('\n'))).toThrow(
+        expect.objectContaining({
+          name: 'StrayFragmentContextError',
+          code: 'STRAY_FRAGMENT_CONTEXT',
+          path: 'R.md',
+          line: opening,
+        }),
+      );
+    }
+  });
 });

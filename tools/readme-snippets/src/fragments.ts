@@ -53,8 +53,8 @@ function fragmentContexts(
   const contexts = new Map<number, FragmentContext>();
   for (let index = 0; index < lines.length; index++) {
     if (!contextOpening.test(lines[index]!) || fenced(index + 1)) continue;
-    const end = lines.findIndex((text, at) => at >= index && text.includes('-->'));
-    if (end === -1 || !contextClosing.test(lines[end]!)) throw new StrayFragmentContextError(path, index + 1);
+    const end = closingIndexOf(lines, index, fenced);
+    if (end === undefined || !contextClosing.test(lines[end]!)) throw new StrayFragmentContextError(path, index + 1);
     const text = lines.slice(index, end + 1).join('\n');
     const code = text
       .replace(contextOpening, '')
@@ -65,6 +65,23 @@ function fragmentContexts(
     index = end;
   }
   return contexts;
+}
+
+/**
+ * The index of the line that closes the context comment opened at `opening`: the first to hold `-->`.
+ * Undefined when a code block line (`fenced`, by line from 1) or another context comment comes first:
+ * a comment that is never closed must not take a later block's `-->` for its end.
+ */
+function closingIndexOf(
+  lines: readonly string[],
+  opening: number,
+  fenced: (line: number) => boolean,
+): number | undefined {
+  for (let index = opening; index < lines.length; index++) {
+    if (index > opening && (fenced(index + 1) || contextOpening.test(lines[index]!))) return undefined;
+    if (lines[index]!.includes('-->')) return index;
+  }
+  return undefined;
 }
 
 /** Every ts fragment of the READMEs and the package reference pages. */
