@@ -672,7 +672,7 @@ class EtcdWatch implements DiscoveryWatch {
       this.outage = etcdLost(this.hosts, failure) ?? error.message;
       this.notify({
         type: 'outage',
-        error: new DiscoveryUnavailableError(backend, `watch of ${JSON.stringify(this.prefix)}`, undefined, {
+        error: new DiscoveryUnavailableError(backend, 'watch', this.prefix, {
           cause: error,
           why: this.outage,
         }),

@@ -30,10 +30,14 @@ test.skipIf(!etcdRuns)(
     await recorder.until('an outage notice', (n) => n.some((notice) => notice.type === 'outage'));
     const outage = recorder.notices.find((notice) => notice.type === 'outage');
     expect(outage?.type === 'outage' && outage.error).toBeInstanceOf(DiscoveryUnavailableError);
-    expect(outage?.type === 'outage' && outage.error.backend).toBe('etcd');
+    expect(outage?.type === 'outage' && outage.error).toMatchObject({
+      backend: 'etcd',
+      operation: 'watch',
+      key: '/outage/',
+    });
     // In words: which endpoint, and how it was lost; gRPC's own failure is the cause.
     expect(outage?.type === 'outage' && outage.error.message).toBe(
-      `etcd discovery: watch of "/outage/" failed: the connection to etcd at ${etcd.server.url} dropped`,
+      `etcd discovery: watch of prefix "/outage/" failed: the connection to etcd at ${etcd.server.url} dropped`,
     );
     expect(outage?.type === 'outage' && outage.error.cause).toMatchObject({
       message: expect.stringMatching(/^14 UNAVAILABLE: /),
@@ -222,7 +226,7 @@ test.skipIf(!etcdRuns)(
       expect(recorder.notices.map((n) => n.type)).toEqual(['outage', 'resync', 'restored']);
       const [outage, resync] = recorder.notices;
       expect(outage?.type === 'outage' && outage.error.message).toBe(
-        `etcd discovery: watch of "/frozen-watch/" failed: ${why}`,
+        `etcd discovery: watch of prefix "/frozen-watch/" failed: ${why}`,
       );
       expect(resync?.type === 'resync' && resync.reason).toBe(
         `the watch was cut off: ${why}; this is the state when it was re-established`,
