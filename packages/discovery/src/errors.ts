@@ -14,6 +14,7 @@ export type DiscoveryErrorCode =
   | 'DISCOVERY_CLOSED'
   | 'DISCOVERY_UNAVAILABLE'
   | 'DISCOVERY_FILE_INVALID'
+  | 'DISCOVERY_FILE_TOO_NEW'
   | 'DISCOVERY_CREDENTIALS_FILE_UNREADABLE'
   | 'DISCOVERY_TLS_FAILED'
   | 'DISCOVERY_AUTHENTICATION_FAILED'
@@ -144,6 +145,25 @@ export class DiscoveryFileError extends DiscoveryError {
     options?: ErrorOptions,
   ) {
     super(`sqlite discovery at ${location}: ${reason}; nothing in it was changed`, options);
+  }
+}
+
+/**
+ * The SQLite discovery file was written by a newer version of @kvreuse/discovery: it records schema version
+ * `version`, above `knownVersion`, the newest this version knows. Nothing in it was changed.
+ */
+export class DiscoveryFileVersionError extends DiscoveryError {
+  readonly code = 'DISCOVERY_FILE_TOO_NEW';
+  readonly backend = 'sqlite';
+  constructor(
+    readonly location: string,
+    readonly version: number,
+    readonly knownVersion: number,
+  ) {
+    super(
+      `sqlite discovery at ${location}: the file records schema version ${version}, newer than version ${knownVersion}, ` +
+        `the newest this version of @kvreuse/discovery knows: open it with a newer one; nothing in it was changed`,
+    );
   }
 }
 

@@ -9,6 +9,7 @@ import {
   DiscoveryUnavailableError,
   DiscoveryError,
   DiscoveryFileError,
+  DiscoveryFileVersionError,
 } from './errors.js';
 import {
   checkCompactRevision,
@@ -128,10 +129,20 @@ function databaseFileAt(path: string, mode: number): { identity: FileIdentity; c
 const discoveryTables = new Set(['meta', 'kv', 'leases', 'clock', 'events']);
 
 /**
- * Refuses, before anything is written (the journal mode included), a file that is not a SQLite database or is the
- * database of something else.
+ * The version of the discovery schema, which a store records (`PRAGMA user_version`) in the file whose schema
+ * it creates. A file with the schema and no version (0) was written by a version that recorded none: the
+ * same schema as version 1.
  */
-function checkDiscoveryTables(db: Database.Database, path: string): void {
+const sqliteSchemaVersion = 1;
+
+const schemaVersionOf = (db: Database.Database): number => db.pragma('user_version', { simple: true }) as number;
+
+/**
+ * Refuses a file that is not a SQLite database, the database of something else, or a discovery database of a
+ * newer schema version. A newer version may have tables of its own: a database with discovery's `meta` table,
+ * or with no other, that records a newer version is refused as newer.
+ */
+function checkDiscoveryFile(db: Database.Database, path: string): void {
   let tables: string[];
   try {
     tables = db
@@ -146,6 +157,9 @@ function checkDiscoveryTables(db: Database.Database, path: string): void {
     throw error;
   }
   const foreign = tables.filter((table) => !discoveryTables.has(table)).sort();
+  const version = schemaVersionOf(db);
+  if (version > sqliteSchemaVersion && (foreign.length === 0 || tables.includes('meta')))
+    throw new DiscoveryFileVersionError(path, version, sqliteSchemaVersion);
   if (foreign.length > 0)
     throw new DiscoveryFileError(
       path,
@@ -322,7 +336,8 @@ function openDatabase(path: string, fileMode: number, busyTimeoutMs: number): Op
       throw new DiscoveryUnavailableError('sqlite', 'open', undefined, { cause: error, location: path });
     }
     try {
-      checkDiscoveryTables(db, path);
+      // Before anything is written, the journal mode included.
+      checkDiscoveryFile(db, path);
       enterWalMode(db, busyTimeoutMs);
       db.pragma('synchronous = NORMAL');
       const connected = db;
@@ -335,6 +350,8 @@ function openDatabase(path: string, fileMode: number, busyTimeoutMs: number): Op
           if (!sameFile(fileAt(path), identity)) return false;
           const writtenFirst = hasDiscoverySchema(connected);
           connected.exec(discoverySchema);
+          // This connection's own writes leave its data version as it is: the creator's stays its claim.
+          if (!writtenFirst) connected.pragma(`user_version = ${sqliteSchemaVersion}`);
           if (!created) connected.prepare('INSERT OR IGNORE INTO meta (name, value) VALUES (?, 1)').run(openedByOthers);
           else if (!writtenFirst) creatorVersion = dataVersion(connected);
           return true;
@@ -346,7 +363,7 @@ function openDatabase(path: string, fileMode: number, busyTimeoutMs: number): Op
       abandonOpening(db, path, file, undefined);
       // SQLite may refuse the file its creator removed meanwhile: the path is opened again.
       if (!file.created && !sameFile(fileAt(path), file.identity)) continue;
-      if (error instanceof DiscoveryFileError) throw error;
+      if (error instanceof DiscoveryFileError || error instanceof DiscoveryFileVersionError) throw error;
       throw new DiscoveryUnavailableError('sqlite', 'open', undefined, { cause: error, location: path });
     }
   }
