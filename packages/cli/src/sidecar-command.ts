@@ -1,5 +1,4 @@
 import { dirname, resolve } from 'node:path';
-import { type ClusterSecret, openClusterSecret } from '@kvreuse/discovery';
 import { EngineSidecar, type SidecarReport } from '@kvreuse/endpoint';
 import type { Transport } from '@kvreuse/native-bindings';
 import { admissionGate, declaredProfile } from '@kvreuse/profile-admission';
@@ -9,7 +8,7 @@ import { nativeTransport } from './native.js';
 import { UsageError } from './errors.js';
 import { jsonLinesOf, lineOptions } from './output.js';
 import { pathKind } from './path-kind.js';
-import { abandonPublishing, openPublishingStore } from './sidecar-publishing.js';
+import { openPublishingStore, startPublishing } from './publishing.js';
 import { kvreuseSettings, type Settings } from './settings/all-settings.js';
 import {
   resolveCommandSettings,
@@ -105,39 +104,39 @@ export const sidecar: Command = {
     const settings = settingsFilesFrom(resolved.settings, context.cwd);
     const transport = nativeTransport(resolved, context.cwd);
     const gate = vramGate(settings, transport);
-    // The store before the secret: see `Publishing`.
-    const store = openPublishingStore(this.name, settings.discovery);
-    let secret: ClusterSecret | undefined;
     let withdrawn = 0;
     let stop = (): void => {};
     const stopped = new Promise<void>((resolveStop) => (stop = resolveStop));
-    let served: EngineSidecar;
+    const store = openPublishingStore(this.name, settings.discovery);
+    // Taken before the sidecar serves, which it does within this call: an interrupt from then on stops it.
+    const takeBack = context.whenInterrupted?.(async () => stop());
     try {
-      secret = openClusterSecret(settings.discovery);
-      served = new EngineSidecar({
-        transport,
-        path,
-        discovery: store,
-        secret,
-        settings,
-        backend: settings.transport.backend,
-        ...gate,
-        onReport: (report) => {
-          context.stdout(`${json ? JSON.stringify(report) : describeReport(report)}\n`);
-          if (report.kind === 'withdrawn' && ++withdrawn === engines) stop();
-        },
-      });
-    } catch (error) {
-      await abandonPublishing({ store, secret });
-      throw error;
-    }
-    try {
-      const takeBack = context.whenInterrupted?.(async () => stop());
-      await stopped;
-      takeBack?.();
+      const served = await startPublishing(
+        store,
+        settings.discovery,
+        (secret) =>
+          new EngineSidecar({
+            transport,
+            path,
+            discovery: store,
+            secret,
+            settings,
+            backend: settings.transport.backend,
+            ...gate,
+            onReport: (report) => {
+              context.stdout(`${json ? JSON.stringify(report) : describeReport(report)}\n`);
+              if (report.kind === 'withdrawn' && ++withdrawn === engines) stop();
+            },
+          }),
+      );
+      try {
+        await stopped;
+      } finally {
+        await served.close();
+        await store.close();
+      }
     } finally {
-      await served.close();
-      await store.close();
+      takeBack?.();
     }
   },
 };

@@ -6,7 +6,7 @@ import { ClusterSecret, openSqliteDiscovery, type SqliteDiscoveryStore } from '@
 import type { EngineSidecarOptions } from '@kvreuse/endpoint';
 import { afterEach, expect, it, vi } from 'vitest';
 import { runCli } from './run.js';
-import { abandonPublishing } from './sidecar-publishing.js';
+import { abandonPublishing } from './publishing.js';
 
 // Another sidecar starting on the same fresh discovery path creates its files between this one's
 // look and its own attempt to create them, or opens or reads a file this one just created: forced here by

@@ -14,10 +14,11 @@ import {
   ReuseEndpoint,
 } from '@kvreuse/endpoint';
 import { type Agent, type Backend, loadTransport, type MemoryKind } from '@kvreuse/native-bindings';
-import { type DiscoveryStore, openClusterSecret, openDiscovery } from '@kvreuse/discovery';
+import { type DiscoveryStore, openDiscovery } from '@kvreuse/discovery';
 import { blockHashFromHex } from '@kvreuse/inventory';
 import { releaseRank } from '@kvreuse/registry';
 import { DemoMessageError } from '../errors.js';
+import { startPublishing } from '../publishing.js';
 import { CrashOnPin } from './crash-on-pin.js';
 import { handOff } from './hand-off.js';
 import { holdsBlockContent, writeBlockContent } from './kv-content.js';
@@ -110,14 +111,15 @@ export class DemoRank {
   }
 
   /**
-   * Opens discovery, starts the agent and opens the rank's endpoint (its banks allocated, registered —
-   * the endpoint starts serving its metrics first, given a port — and its rank part published);
-   * `reportReady()` comes next. `host` crashes or stops the rank's process when a command asks for it.
+   * Opens discovery, then reads the cluster secret (`startPublishing`), starts the agent and opens the rank's
+   * endpoint (its banks allocated, registered — the endpoint starts serving its metrics first, given a port —
+   * and its rank part published); `reportReady()` comes next. `host` crashes or stops the rank's process when
+   * a command asks for it.
    */
   static async open(options: DemoRankOptions, say: (message: Said) => void, host: RankHost): Promise<DemoRank> {
     const { role, workerId, incarnation, tpRank, tpSize, metricsPort, settings } = options;
-    const secret = openClusterSecret(settings.discovery);
     const discovery = openDiscovery(settings.discovery);
+    const secret = await startPublishing(discovery, settings.discovery, (read) => read);
     const transport = loadTransport(options.libraryPath === undefined ? {} : { libraryPath: options.libraryPath });
     const agent = await transport.createAgent({
       name: `${workerId}-tp${tpRank}-${incarnation}`,
