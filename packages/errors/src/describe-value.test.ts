@@ -33,4 +33,17 @@ describe('describeValue', () => {
     cycle.self = cycle;
     expect(describeValue(cycle)).toBe('{"name":"a","self":[circular]}');
   });
+
+  it('shows the first 16 elements or properties of a long array or object, then how many more', () => {
+    const numbers = Array.from({ length: 100 }, (_, i) => i);
+    expect(describeValue(numbers)).toBe(`[${numbers.slice(0, 16).join(',')},…(84 more)]`);
+    expect(describeValue(numbers.slice(0, 16))).toBe(`[${numbers.slice(0, 16).join(',')}]`);
+    const wide = Object.fromEntries(numbers.map((i) => [`k${i}`, i]));
+    expect(describeValue({ wide })).toBe(
+      `{"wide":{${numbers
+        .slice(0, 16)
+        .map((i) => `"k${i}":${i}`)
+        .join(',')},…(84 more)}}`,
+    );
+  });
 });
