@@ -626,6 +626,23 @@ describe('PinServer', () => {
     expect(thrown).toEqual(["endpoint: a pin adapter's renewPin threw: engine IPC down"]);
   });
 
+  it("cancels a pin, once, when its adapter's renewPin answers false: the adapter hears of each granted pin's end exactly once", async () => {
+    const ends: string[] = [];
+    const record = (end: string) => (pinId: string) => void ends.push(`${end} ${pinId}`);
+    const calls = { renewPin: () => false, releasePin: record('releasePin'), cancelPin: record('cancelPin') };
+    const { server, grant, exchange, clock } = await setup({}, calls);
+    const grantId = await grant(request('p1', [10n]));
+    const renewal = await exchange({ kind: 'renew', pinId: grantId, sequence: 1 });
+    expect(renewal).toEqual({ kind: 'refuse', pinId: grantId, reason: 'evicted' });
+    // Its reader's release and the end of its lease come after: the pin ended already.
+    const release = await exchange({ kind: 'release', pinId: grantId, sequence: 2 });
+    expect(release).toEqual({ kind: 'released', pinId: grantId });
+    clock.advance(5000);
+    await server.settled();
+    expect(ends).toEqual([`cancelPin ${grantId}`]);
+    expect(server.heldPins).toBe(0);
+  });
+
   it("answers a release as released, and warns, when its adapter's releasePin rejects, as it does at a lapse; the next request is granted", async () => {
     const releases: string[] = [];
     const thrown = await warningsOf(async () => {

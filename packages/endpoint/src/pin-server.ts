@@ -291,16 +291,13 @@ export class PinServer {
     }
   }
 
-  /**
-   * Whether the adapter still holds `pinId`: `unknown` when its `renewPin` answers false, `failed` when it throws
-   * (a process warning; the pin is then cancelled, `cancelPin`, as the adapter may still hold it).
-   */
-  async #adapterRenewal(pinId: string): Promise<'renewed' | 'unknown' | 'failed'> {
+  /** Whether the adapter still holds `pinId`: false when its `renewPin` answers false or throws (a process warning). */
+  async #adapterRenewal(pinId: string): Promise<boolean> {
     try {
-      return (await this.#options.adapter.renewPin(pinId)) ? 'renewed' : 'unknown';
+      return await this.#options.adapter.renewPin(pinId);
     } catch (error) {
       warnOfThrow("a pin adapter's renewPin", error);
-      return 'failed';
+      return false;
     }
   }
 
@@ -389,13 +386,14 @@ export class PinServer {
     const { pinId, peer } = pin;
     // Ended while an earlier message of the pin was answered (a lapse, a revocation): the adapter is not asked.
     if (pin.ended !== undefined) return this.#send(peer, { kind: 'refuse', pinId, reason: this.#notHeldReason() });
-    const renewal = await this.#adapterRenewal(pinId);
+    const renewed = await this.#adapterRenewal(pinId);
     // Ended while the adapter answered: released, or revoked by the engine's end.
     if (pin.ended !== undefined) return this.#send(peer, { kind: 'refuse', pinId, reason: this.#notHeldReason() });
-    if (renewal !== 'renewed') {
+    if (!renewed) {
       const ended = this.#end(pin, 'revoked');
+      // Cancelled even when the adapter says it no longer knows the pin: every granted pin ends there once.
       return this.#lastAnswer(pin, ended, async () => {
-        if (renewal === 'failed') await this.#adapterEnd('cancelPin', pinId);
+        await this.#adapterEnd('cancelPin', pinId);
         this.#send(peer, { kind: 'refuse', pinId, reason: 'evicted' });
       });
     }
