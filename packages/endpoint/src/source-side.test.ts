@@ -1,14 +1,21 @@
 // A serving ReuseEndpoint's source side between real loopback agents in this process: its inventory,
 // and its shutdown while a reader holds pins and reads (the ordering forced by held completions).
 import {
+  claimIncarnationEpoch,
   MemoryDiscoveryStore,
   watchWorkerReadiness,
   workerPartsPrefix,
   type WorkerReadiness,
 } from '@kvreuse/discovery';
 import { defaultInventoryPrefix, safeParseInventoryBatch } from '@kvreuse/inventory';
+import type { Agent } from '@kvreuse/native-bindings';
 import { describe, expect, it, vi } from 'vitest';
 import { cleanupsAfterEach } from '../test/support/endpoint-cleanups.js';
+import { loopbackPins } from '../test/support/loopback-pins.js';
+import { deferred } from './deferred.js';
+import type { PinAdapter } from './pin-adapter.js';
+import { PeerTemplates } from './peer-templates.js';
+import { RemotePeers } from './remote-peers.js';
 import type { ReuseEndpoint } from './reuse-endpoint.js';
 import { SourceSide } from './source-side.js';
 import { allReady, chain, hintFor, openWorker, servingPair } from '../test/support/endpoint-workers.js';
@@ -245,5 +252,63 @@ describe('ReuseEndpoint serving pins', () => {
     const steps = report.steps.map(({ step }) => step);
     expect(steps.indexOf('withdraw-rank-parts')).toBeLessThan(steps.indexOf('wait-for-readers'));
     expect(steps.indexOf('wait-for-readers')).toBeLessThan(steps.indexOf('deregister'));
+  });
+});
+
+describe('SourceSide', () => {
+  it('leaves no eviction listener subscribed when its inventory is withdrawn while its first announcement is being written', async () => {
+    const agents: Agent[] = [];
+    cleanups.push(() => Promise.all(agents.map((agent) => agent.close())));
+    const { sourceAgent, sourceChannel, secret, pool, clock } = await loopbackPins('source-side', agents);
+    const store = new MemoryDiscoveryStore();
+    cleanups.push(() => store.close());
+    const worker = { workerId: 'decode-0', incarnation: 'inc-1' };
+    const { epoch } = await claimIncarnationEpoch(store, worker);
+    const lease = await store.grantLease(60_000);
+    // The inventory's first write reaches the store once the test lets it.
+    const writeAsked = deferred<void>();
+    const writeLet = deferred<void>();
+    const commit = store.commit.bind(store);
+    vi.spyOn(store, 'commit').mockImplementationOnce(async (...args) => {
+      writeAsked.resolve();
+      await writeLet.promise;
+      return commit(...args);
+    });
+    let subscribed = 0;
+    const adapter: PinAdapter = {
+      requestPin: pool.requestPin.bind(pool),
+      renewPin: pool.renewPin.bind(pool),
+      releasePin: pool.releasePin.bind(pool),
+      cancelPin: pool.cancelPin.bind(pool),
+      onEvicted: (listener) => {
+        subscribed++;
+        const unsubscribe = pool.onEvicted(listener);
+        return () => {
+          subscribed--;
+          unsubscribe();
+        };
+      },
+    };
+    const side = new SourceSide({
+      agent: sourceAgent,
+      channel: sourceChannel,
+      discovery: store,
+      secret,
+      serve: { adapter, inventory: { tier: 'host', retained: () => pool.retained(), ttlMs: 600_000 } },
+      source: { ...worker, epoch, rank: { tpRank: 0, ppRank: 0 } },
+      bankBytes: [],
+      leaseMs: 1000,
+      lease: lease.id,
+      clock,
+      templates: new PeerTemplates(sourceAgent),
+      remotePeers: new RemotePeers(sourceAgent, () => undefined),
+    });
+    const publishing = side.publishInventory();
+    await writeAsked.promise;
+    const withdrawing = side.withdrawInventory();
+    writeLet.resolve();
+    await Promise.all([publishing, withdrawing]);
+    expect(subscribed).toBe(0);
+    expect(await store.get(`${defaultInventoryPrefix}decode-0`)).toBeUndefined();
   });
 });

@@ -102,7 +102,10 @@ export class SourceSide {
     return this.#waited;
   }
 
-  /** Publishes the retained inventory, complete, and follows the adapter's evictions (when `serve.inventory` is given). */
+  /**
+   * Publishes the retained inventory, complete, and follows the adapter's evictions (when `serve.inventory` is
+   * given), unless `withdrawInventory()` is called meanwhile: then it leaves nothing subscribed.
+   */
   async publishInventory(): Promise<void> {
     const inventory = this.#options.serve.inventory;
     if (inventory === undefined) return;
@@ -117,6 +120,8 @@ export class SourceSide {
     });
     this.#inventory = publisher;
     await this.#announce(publisher, inventory, { complete: true });
+    // Withdrawn while the announcement was written: nothing is followed any more.
+    if (this.#withdrawing) return;
     this.#stopEvictions = this.#options.serve.adapter.onEvicted((evicted) => {
       // Advisory: a batch lost to a closing store is caught up by the next one or the key's withdrawal.
       publisher
