@@ -360,10 +360,14 @@ export class ReuseEndpoint {
    * refused or lost pin, a failed operation or a checksum mismatch ends in the policy's outcome:
    * `recompute` returns the receipt with what to recompute and why; `fail` throws `PullShortfallError` carrying it.
    * A drain waits for a pull in flight, at most its deadline; a pull still pinning when the drain goes on
-   * without it posts nothing (`operation-failed`, code `DRAINING`) and gives its pins back.
+   * without it posts nothing (`operation-failed`, code `DRAINING`) and gives its pins back. One called once
+   * `close()` was, while the endpoint is still ready, is refused with `EndpointStateError` naming `closing`.
    */
   pull(request: PullRequest): Promise<PullReceipt> {
-    return this.#inFlight(this.#pullSide.pull(request, this.#lifecycle.state === 'ready' ? this.readyRank : undefined));
+    const ready = this.#lifecycle.state === 'ready';
+    if (ready && this.#closeCalled.signal.aborted)
+      return Promise.reject(new EndpointStateError('pull', 'closing', ['ready']));
+    return this.#inFlight(this.#pullSide.pull(request, ready ? this.readyRank : undefined));
   }
 
   #inFlight<T>(transfer: Promise<T>): Promise<T> {
@@ -388,13 +392,13 @@ export class ReuseEndpoint {
    * `workerId` that this rank pairs with (the WRITE hand-off of a prompt's KV, e.g. prefill → decode),
    * each rank pair's template registered once per destination incarnation, every post on the ledger (a
    * drain waits for the push, at most its deadline), from its own copy of the block lists. Only while
-   * ready (`EndpointStateError`); block lists of different lengths, a block outside the banks or a
+   * ready and before `close()` (`EndpointStateError`, naming `closing` once it was called); block lists of different lengths, a block outside the banks or a
    * destination block named twice are refused before any block is written (`EndpointOptionError`);
    * `PushFailedError` when the destination is not ready or a WRITE fails;
    * `DrainingError` (`DRAINING`) for the blocks left once a drain went on without it.
    */
   async push(request: PushRequest): Promise<PushReceipt> {
-    this.#lifecycle.require('push', ['ready']);
+    this.#requireBeforeClose('push', ['ready']);
     const { registered, readiness } = this.readyRank;
     return this.#inFlight(this.#pushSide.push(request, { registered, worker: readiness.worker }));
   }
@@ -404,14 +408,15 @@ export class ReuseEndpoint {
    * for a serving rank without `serve.inventory` that retains blocks once it is ready (e.g. one rank per
    * worker, after a hand-off). The announcement lives under a lease of its own (granted once; announcements
    * made at once share it) and is withdrawn, its lease revoked, at the drain's inventory step, which waits
-   * for an announcement still in flight. Only while ready (`EndpointStateError`). `blocks` and the options
+   * for an announcement still in flight. Only while ready and before `close()` (`EndpointStateError`, naming
+   * `closing` once it was called). `blocks` and the options
    * are read at the call: changing them while it runs changes nothing.
    */
   async announceInventory(
     blocks: readonly bigint[],
     options: { readonly tier: RetentionTier; readonly ttlMs: number },
   ): Promise<void> {
-    this.#lifecycle.require('announceInventory', ['ready']);
+    this.#requireBeforeClose('announceInventory', ['ready']);
     const { serve } = this.#options;
     if (serve === undefined || serve.inventory !== undefined)
       throw new EndpointOptionError(
@@ -455,7 +460,7 @@ export class ReuseEndpoint {
   async register(
     options: { readonly timeoutMs?: number; readonly signal?: AbortSignal } = {},
   ): Promise<RegisteredRank> {
-    this.#requireAct('register', ['created']);
+    this.#requireBeforeClose('register', ['created']);
     const registration = checkedRegisterOptions(options);
     return this.#act(async () => {
       this.#lifecycle.move('registering', 'register()');
@@ -486,9 +491,9 @@ export class ReuseEndpoint {
 
   /**
    * `EndpointStateError` unless the endpoint is in one of `allowed` and no close() was called: once one was, the
-   * error names `closing`, although the close may still be waiting for the act under way before it moves.
+   * error names `closing`, although the close may still be waiting for what is under way before it moves.
    */
-  #requireAct(operation: string, allowed: readonly EndpointState[]): void {
+  #requireBeforeClose(operation: string, allowed: readonly EndpointState[]): void {
     this.#lifecycle.require(operation, allowed);
     if (this.#closeCalled.signal.aborted) throw new EndpointStateError(operation, 'closing', allowed);
   }
@@ -511,7 +516,7 @@ export class ReuseEndpoint {
    * `close()` stops it at once: it rejects with `EndpointStateError` naming `closing`, nothing left published.
    */
   async publish(): Promise<void> {
-    this.#requireAct('publish', ['registered']);
+    this.#requireBeforeClose('publish', ['registered']);
     const registered = this.#registered as RegisteredRank;
     const { discovery, secret, worker, agent, settings, keyPrefix } = this.#options;
     return this.#act(async () => {
@@ -645,7 +650,7 @@ export class ReuseEndpoint {
    * least 0, are refused (`EndpointOptionError`) before anything moves.
    */
   async drain(options: { readonly deadlineMs: number }): Promise<EndpointDrainReport> {
-    this.#requireAct('drain', ['registered', 'published', 'ready']);
+    this.#requireBeforeClose('drain', ['registered', 'published', 'ready']);
     const deadlineMs = deadlineOf(options, 'drain');
     return this.#act(async () => {
       this.#lifecycle.move('draining', `drain({ deadlineMs: ${deadlineMs} })`);
@@ -700,7 +705,8 @@ export class ReuseEndpoint {
    * under way, which has no bound of its own, is stopped at once: it rejects with `EndpointStateError` naming
    * `closing`, withdraws what it published, and the close goes on from `registered` (a discovery call still
    * answering is withdrawn once it answers). From the call on, `register()`, `publish()` and `drain()` are
-   * refused with `EndpointStateError` naming `closing`. Idempotent: later calls return the first result.
+   * refused with `EndpointStateError` naming `closing`, and so are `pull()`, `push()` and `announceInventory()`
+   * while the endpoint is still ready. Idempotent: later calls return the first result.
    * Options that are no object, or a `deadlineMs` that is not a whole number of milliseconds, at least 0, are
    * refused (`EndpointOptionError`) before anything moves.
    */
