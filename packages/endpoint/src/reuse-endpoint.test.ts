@@ -306,37 +306,46 @@ describe('ReuseEndpoint', () => {
     expect(transitions.map(({ to }) => to)).toEqual(['registering', 'created', 'closing', 'closed']);
   });
 
-  it('close() while registering (a shutdown signal then): waits for it to end, then drains and closes, nothing left registered', async () => {
+  it('close() while registering (a shutdown signal then) stops a registration without a timeout before its next bank: it is rolled back and refused naming closing, nothing left registered', async () => {
     const store = openStore();
-    const { endpoint, transitions } = await rankEndpoint(store, 0);
+    const { endpoint, agent, transitions, options } = await rankEndpoint(store, 0);
     let closing: ReturnType<ReuseEndpoint['close']> | undefined;
-    endpoint.onTransition(({ to }) => {
-      if (to === 'registering') closing = endpoint.close();
+    const register = agent.register.bind(agent);
+    let registrations = 0;
+    // The close comes once the third bank is registered natively.
+    vi.spyOn(agent, 'register').mockImplementation((region) => {
+      const registered = register(region);
+      if (++registrations === 3) closing = endpoint.close();
+      return registered;
     });
-    await endpoint.register();
+    await expect(endpoint.register()).rejects.toThrow(new EndpointStateError('register', 'closing', ['created']));
     expect(closing).toBeDefined();
     const closed = await (closing as ReturnType<ReuseEndpoint['close']>);
     expect(closed).toMatchObject({ agentDestroyed: true, banksRetained: [] });
     expect(closed.report.banksReturned).toHaveLength(56);
-    expect(transport.counters()).toMatchObject({ liveRegistrations: 0, liveAllocations: 0 });
-    expect(transitions.map(({ to }) => to)).toEqual(registeredThenClosed);
+    expect(registrations).toBe(3);
+    expect(new Set(options.banks.map((bank) => bank.state))).toEqual(new Set(['returned']));
+    expect(transitions.map(({ to }) => to)).toEqual(['registering', 'created', 'closing', 'closed']);
+    expect(transitions[1]?.reason).toBe(
+      'registration failed: register is not allowed while the endpoint is closing (only while created)',
+    );
   });
 
-  it('close() while registering refuses the publish() and drain() called before the registration ends: they never run beside the close', async () => {
+  it('close() once registered, before the registration ends, refuses the publish() and drain() called then: they never run beside the close', async () => {
     const store = openStore();
     const { endpoint, transitions } = await rankEndpoint(store, 0);
     let closing: ReturnType<ReuseEndpoint['close']> | undefined;
     const refused: Promise<unknown>[] = [];
     endpoint.onTransition(({ to }) => {
-      if (to === 'registering') closing = endpoint.close();
-      // Registered, the act not yet ended: the close still waits for it.
-      if (to === 'registered')
-        refused.push(
-          expect(endpoint.publish()).rejects.toThrow(new EndpointStateError('publish', 'closing', ['registered'])),
-          expect(endpoint.drain({ deadlineMs: 1_000 })).rejects.toThrow(
-            new EndpointStateError('drain', 'closing', ['registered', 'published', 'ready']),
-          ),
-        );
+      // Registered, the act not yet ended: the close waits for it.
+      if (to !== 'registered') return;
+      closing = endpoint.close();
+      refused.push(
+        expect(endpoint.publish()).rejects.toThrow(new EndpointStateError('publish', 'closing', ['registered'])),
+        expect(endpoint.drain({ deadlineMs: 1_000 })).rejects.toThrow(
+          new EndpointStateError('drain', 'closing', ['registered', 'published', 'ready']),
+        ),
+      );
     });
     await endpoint.register();
     expect((await (closing as ReturnType<ReuseEndpoint['close']>)).report.banksReturned).toHaveLength(56);

@@ -455,7 +455,9 @@ export class ReuseEndpoint {
    * Serves the metrics when `settings.endpoint.metricsPort` is set (once: a retry keeps the listener;
    * `MetricsPortError` for a port in use), then registers every bank with the agent, all or nothing (`registerRank`).
    * Options that are no object, a `timeoutMs` that is not a positive number of milliseconds or a `signal`
-   * that is no `AbortSignal` are refused (`EndpointOptionError`) before anything moves.
+   * that is no `AbortSignal` are refused (`EndpointOptionError`) before anything moves. A `close()` stops it
+   * as `signal` would, before the next bank: what it registered is rolled back and it rejects with
+   * `EndpointStateError` naming `closing`.
    */
   async register(
     options: { readonly timeoutMs?: number; readonly signal?: AbortSignal } = {},
@@ -470,13 +472,22 @@ export class ReuseEndpoint {
         const port = settings.endpoint?.metricsPort ?? 0;
         if (port !== 0)
           this.#metricsListener ??= await (metrics as EndpointMetrics).listen(port, settings.endpoint?.metricsHost);
-        registered = await registerRank({ agent, banks, ...registration });
+        const closeCalled = this.#closeCalled.signal;
+        const signal =
+          registration.signal === undefined ? closeCalled : AbortSignal.any([registration.signal, closeCalled]);
+        registered = await registerRank({ agent, banks, ...registration, signal });
       } catch (error) {
+        // Stopped by a close (the registry's ABORTED, the close's reason as its cause): refused as publish() is.
+        const { aborted, reason } = this.#closeCalled.signal;
+        const refused =
+          aborted && error instanceof Error && error.cause === reason
+            ? new EndpointStateError('register', 'closing', ['created'])
+            : error;
         this.#lifecycle.move(
           'created',
-          `registration failed: ${error instanceof Error ? error.message : String(error)}`,
+          `registration failed: ${refused instanceof Error ? refused.message : String(refused)}`,
         );
-        throw error;
+        throw refused;
       }
       this.#registered = registered;
       this.#drain.addRank(registered);
@@ -699,9 +710,10 @@ export class ReuseEndpoint {
    * Shuts down within `deadlineMs` (`transport.shutdownDeadlineMs` by default): drains first if that was
    * not done, invalidates peers, closes the agent (with what is left), then its pin client (a pull still
    * awaiting a pin ends with `READER_CLOSED`) and last the metrics listener (so the drain can be watched).
-   * Its report lists the pins waited for, as `drain()`'s does. Called while a `register()` or `drain()` is under
-   * way, it first waits for that to end (either way; the time counts against `deadlineMs`: bound a registration
-   * with its `timeoutMs`), then closes from where it ended: nothing is left registered or published. A `publish()`
+   * Its report lists the pins waited for, as `drain()`'s does. Called while a `drain()` is under way, it first
+   * waits for that to end (either way; the time counts against `deadlineMs`), then closes from where it ended:
+   * nothing is left registered or published. A `register()` under way is stopped before its next bank, rolled
+   * back and refused (`EndpointStateError` naming `closing`); the close goes on from `created`. A `publish()`
    * under way, which has no bound of its own, is stopped at once: it rejects with `EndpointStateError` naming
    * `closing`, withdraws what it published, and the close goes on from `registered` (a discovery call still
    * answering is withdrawn once it answers). From the call on, `register()`, `publish()` and `drain()` are
