@@ -99,6 +99,21 @@ function openStore(): MemoryDiscoveryStore {
 /** The transitions of an endpoint registered, then closed (its close draining first). */
 const registeredThenClosed = ['registering', 'registered', 'draining', 'drained', 'closing', 'closed'];
 
+/** `store`, its methods that `answers` names answered by those instead. */
+function storeWith(
+  store: MemoryDiscoveryStore,
+  answers: Partial<Pick<MemoryDiscoveryStore, 'grantLease' | 'revokeLease' | 'watch' | 'commit'>>,
+): MemoryDiscoveryStore {
+  return new Proxy(store, {
+    get(target, key) {
+      const answer: unknown = Reflect.get(answers, key);
+      if (answer !== undefined) return answer;
+      const value: unknown = Reflect.get(target, key, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+}
+
 /** The keys in discovery but the workers' epoch bookkeeping, which outlives them: rank parts, inventory. */
 async function publishedKeys(store: MemoryDiscoveryStore): Promise<string[]> {
   return (await store.list('')).entries.map(({ key }) => key).filter((key) => !/\/epochs?(\/|$)/.test(key));
@@ -385,21 +400,15 @@ describe('ReuseEndpoint', () => {
     const leaseAnswer = deferred<void>();
     const leaseRevoked = deferred<void>();
     // The store's first lease is granted only once the test says so; a revoked lease is reported.
-    const held = new Proxy(store, {
-      get(target, key) {
-        if (key === 'grantLease')
-          return async (ttlMs: number) => {
-            leaseAsked.resolve();
-            await leaseAnswer.promise;
-            return target.grantLease(ttlMs);
-          };
-        if (key === 'revokeLease')
-          return async (lease: Parameters<MemoryDiscoveryStore['revokeLease']>[0]) => {
-            await target.revokeLease(lease);
-            leaseRevoked.resolve();
-          };
-        const value: unknown = Reflect.get(target, key, target);
-        return typeof value === 'function' ? value.bind(target) : value;
+    const held = storeWith(store, {
+      grantLease: async (ttlMs) => {
+        leaseAsked.resolve();
+        await leaseAnswer.promise;
+        return store.grantLease(ttlMs);
+      },
+      revokeLease: async (lease) => {
+        await store.revokeLease(lease);
+        leaseRevoked.resolve();
       },
     });
     const { endpoint, transitions } = await rankEndpoint(held, 0);
@@ -427,6 +436,48 @@ describe('ReuseEndpoint', () => {
     );
     leaseAnswer.resolve();
     await leaseRevoked.promise;
+    expect(await publishedKeys(store)).toEqual([]);
+  });
+
+  it("close() while publishing, the rank part published: the close's drain withdraws it within the close's deadline and reports a withdrawal discovery left unanswered", async () => {
+    const store = openStore();
+    const watchAsked = deferred<void>();
+    const watchAnswer = deferred<void>();
+    const deleteAnswer = deferred<void>();
+    const deleted = deferred<void>();
+    // The readiness watch and the rank part's deletion are answered only once the test says so.
+    const held = storeWith(store, {
+      watch: async (...args) => {
+        watchAsked.resolve();
+        await watchAnswer.promise;
+        return store.watch(...args);
+      },
+      commit: async (...args) => {
+        if (!args[0].every(({ type }) => type === 'delete')) return store.commit(...args);
+        await deleteAnswer.promise;
+        const revision = await store.commit(...args);
+        deleted.resolve();
+        return revision;
+      },
+    });
+    const { endpoint } = await rankEndpoint(held, 0);
+    await endpoint.register();
+    const refused = expect(endpoint.publish()).rejects.toThrow(
+      new EndpointStateError('publish', 'closing', ['registered']),
+    );
+    await watchAsked.promise;
+    const closed = await endpoint.close({ deadlineMs: 20 });
+    await refused;
+    expect(closed.report.steps.find(({ step }) => step === 'withdraw-rank-parts')).toMatchObject({
+      outcome: 'failed',
+      error: 'the deadline passed first',
+    });
+    expect(closed).toMatchObject({ agentDestroyed: true, banksRetained: [] });
+    expect(closed.report.banksReturned).toHaveLength(56);
+    expect(await publishedKeys(store)).toHaveLength(1);
+    deleteAnswer.resolve();
+    watchAnswer.resolve();
+    await deleted.promise;
     expect(await publishedKeys(store)).toEqual([]);
   });
 

@@ -524,7 +524,8 @@ export class ReuseEndpoint {
   /**
    * Publishes this rank's part under a lease (`startRankPublication`) and follows the worker's readiness:
    * the endpoint is `ready` while every rank of this incarnation is published and every gate passes. A
-   * `close()` stops it at once: it rejects with `EndpointStateError` naming `closing`, nothing left published.
+   * `close()` stops it at once: it rejects with `EndpointStateError` naming `closing`, and the close withdraws
+   * what it published.
    */
   async publish(): Promise<void> {
     this.#requireBeforeClose('publish', ['registered']);
@@ -564,12 +565,9 @@ export class ReuseEndpoint {
           );
       } catch (error) {
         this.#stopServing?.();
-        await this.#sourceSide?.withdrawInventory().catch(() => undefined);
-        this.#sourceSide = undefined;
-        await this.#readiness?.close().catch(() => undefined);
-        this.#readiness = undefined;
-        await this.#publication?.withdraw().catch(() => undefined);
-        this.#publication = undefined;
+        // Stopped by a close: the close's drain withdraws what was published, within the close's deadline,
+        // and its report names what it could not withdraw.
+        if (!this.#closeCalled.signal.aborted) await this.#withdrawFailedPublication();
         this.#lifecycle.move(
           'registered',
           `publication failed: ${error instanceof Error ? error.message : String(error)}`,
@@ -583,6 +581,16 @@ export class ReuseEndpoint {
       );
       this.#onReadiness(this.#readiness.current);
     });
+  }
+
+  /** Gives back what a publication that failed on its own had published, every step tried whatever the others do. */
+  async #withdrawFailedPublication(): Promise<void> {
+    await this.#sourceSide?.withdrawInventory().catch(() => undefined);
+    this.#sourceSide = undefined;
+    await this.#readiness?.close().catch(() => undefined);
+    this.#readiness = undefined;
+    await this.#publication?.withdraw().catch(() => undefined);
+    this.#publication = undefined;
   }
 
   /**
@@ -715,8 +723,9 @@ export class ReuseEndpoint {
    * nothing is left registered or published. A `register()` under way is stopped before its next bank, rolled
    * back and refused (`EndpointStateError` naming `closing`); the close goes on from `created`. A `publish()`
    * under way, which has no bound of its own, is stopped at once: it rejects with `EndpointStateError` naming
-   * `closing`, withdraws what it published, and the close goes on from `registered` (a discovery call still
-   * answering is withdrawn once it answers). From the call on, `register()`, `publish()` and `drain()` are
+   * `closing`, and the close goes on from `registered`, its drain withdrawing what was published within
+   * `deadlineMs` (its report names a withdrawal that did not end in time; a discovery call still answering is
+   * withdrawn once it answers). From the call on, `register()`, `publish()` and `drain()` are
    * refused with `EndpointStateError` naming `closing`, and so are `pull()`, `push()` and `announceInventory()`
    * while the endpoint is still ready. Idempotent: later calls return the first result.
    * Options that are no object, or a `deadlineMs` that is not a whole number of milliseconds, at least 0, are
