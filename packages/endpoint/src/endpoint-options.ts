@@ -95,12 +95,13 @@ function checkServeOptions(options: ReuseEndpointOptions, serve: ServeOptions): 
       !['gpu', 'host'].includes(inventory.tier) ||
       typeof inventory.retained !== 'function' ||
       !Number.isSafeInteger(inventory.ttlMs) ||
-      inventory.ttlMs < 1)
+      inventory.ttlMs < 1 ||
+      (inventory.prefix !== undefined && (typeof inventory.prefix !== 'string' || inventory.prefix.length === 0)))
   ) {
     throw new EndpointOptionError(
       'serve.inventory',
       inventory,
-      "{ tier: 'gpu' | 'host', retained: () => bigint[], ttlMs: whole milliseconds ≥ 1 }",
+      "{ tier: 'gpu' | 'host', retained: () => bigint[], ttlMs: whole milliseconds ≥ 1, prefix?: a non-empty string }",
     );
   }
   if (options.waitForReaders !== undefined)

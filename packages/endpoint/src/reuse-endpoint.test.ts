@@ -632,6 +632,11 @@ describe('ReuseEndpoint', () => {
       { serve: { adapter, inventory: { tier: 'disk', retained: () => [], ttlMs: 1 } } },
       'endpoint option serve.inventory = ',
     );
+    // Refused here, not by the first announcement once published: no follower reads an empty prefix.
+    refused(
+      { serve: { adapter, inventory: { tier: 'host', retained: () => [], ttlMs: 1, prefix: '' } } },
+      'prefix?: a non-empty string }',
+    );
     refused(
       { serve: { adapter }, waitForReaders: () => Promise.resolve({ released: 0, lapsed: 0, outstanding: 0 }) },
       'its pin server waits for the readers',

@@ -34,6 +34,7 @@ export interface ServeOptions {
     readonly tier: RetentionTier;
     readonly retained: () => readonly bigint[];
     readonly ttlMs: number;
+    /** The inventory's discovery prefix (`InventoryPublisher`'s `prefix`): a non-empty string, where given. */
     readonly prefix?: string;
   };
 }
