@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DiscoveryFileError } from './errors.js';
-import { openSqliteDiscovery } from './sqlite.js';
+import { discoverySchema, openSqliteDiscovery } from './sqlite.js';
 
 const Database = createRequire(import.meta.url)('better-sqlite3') as typeof import('better-sqlite3');
 const dir = mkdtempSync(join(tmpdir(), 'kvreuse-sqlite-foreign-'));
@@ -44,6 +44,18 @@ describe('a SQLite discovery path that holds no discovery database', () => {
     const path = join(dir, 'notes.txt');
     writeFileSync(path, 'not a database, and longer than a header '.repeat(4));
     expectRefusedUnchanged(path, 'not a SQLite database');
+  });
+
+  it('refuses a discovery schema that records a negative version, which none writes, as not a discovery database', () => {
+    const path = join(dir, 'negative.sqlite');
+    const made = new Database(path);
+    made.exec(discoverySchema);
+    made.pragma('user_version = -1');
+    made.close();
+    expectRefusedUnchanged(
+      path,
+      "a SQLite database that records schema version -1 (discovery's are 0 or above), not a discovery database",
+    );
   });
 
   it('opens a discovery database it made before', async () => {

@@ -138,8 +138,8 @@ const sqliteSchemaVersion = 1;
 const schemaVersionOf = (db: Database.Database): number => db.pragma('user_version', { simple: true }) as number;
 
 /**
- * Refuses a file that is not a SQLite database, the database of something else, or a discovery database of a
- * newer schema version. A newer version may have tables of its own: a database with discovery's `meta` table,
+ * Refuses a file that is not a SQLite database, the database of something else (a negative version included), or
+ * a discovery database of a newer schema version. A newer version may have tables of its own: a database with discovery's `meta` table,
  * or with no other, that records a newer version is refused as newer.
  */
 function checkDiscoveryFile(db: Database.Database, path: string): void {
@@ -164,6 +164,11 @@ function checkDiscoveryFile(db: Database.Database, path: string): void {
     throw new DiscoveryFileError(
       path,
       `a SQLite database of something else (its tables: ${foreign.join(', ')}), not a discovery database`,
+    );
+  if (version < 0)
+    throw new DiscoveryFileError(
+      path,
+      `a SQLite database that records schema version ${version} (discovery's are 0 or above), not a discovery database`,
     );
 }
 
