@@ -1,6 +1,6 @@
 import { dirname, resolve } from 'node:path';
 import type { Settings } from './settings/all-settings.js';
-import { DiscoveryFileError, type DiscoveryStore, openDiscovery } from '@kvreuse/discovery';
+import { DiscoveryFileError, DiscoveryFileVersionError, type DiscoveryStore, openDiscovery } from '@kvreuse/discovery';
 import { DiscoveryNotFoundError, InputFileError, UsageError } from './errors.js';
 import { pathKind } from './path-kind.js';
 
@@ -36,17 +36,28 @@ export function checkSqlitePath(path: string, { mustExist }: { mustExist: boolea
   if (mustExist) throw new DiscoveryNotFoundError(path);
 }
 
-/** `openDiscovery`, refusing a SQLite discovery path whose file holds no discovery database as the bad input it is. */
+/**
+ * `openDiscovery`, refusing a SQLite discovery path whose file holds no discovery database, or one of a schema
+ * newer than this kvreuse reads, as the bad input it is.
+ */
 export function openDiscoveryFile(settings: Settings['discovery']): DiscoveryStore {
   try {
     return openDiscovery(settings);
   } catch (error) {
-    if (!(error instanceof DiscoveryFileError)) throw error;
-    throw new InputFileError(
-      settings.sqlitePath,
-      `${error.reason}, so not a SQLite discovery file (set --discovery-sqlite-path)`,
-      { cause: error },
-    );
+    if (error instanceof DiscoveryFileError)
+      throw new InputFileError(
+        settings.sqlitePath,
+        `${error.reason}, so not a SQLite discovery file (set --discovery-sqlite-path)`,
+        { cause: error },
+      );
+    if (error instanceof DiscoveryFileVersionError)
+      throw new InputFileError(
+        settings.sqlitePath,
+        `a SQLite discovery file of schema version ${error.version}, newer than version ${error.knownVersion}, the ` +
+          'newest this kvreuse reads (upgrade kvreuse to read it, or set --discovery-sqlite-path)',
+        { cause: error },
+      );
+    throw error;
   }
 }
 

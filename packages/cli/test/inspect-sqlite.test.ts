@@ -279,6 +279,24 @@ describe('kvreuse inspect on a SQLite discovery file written by the registry', (
     expect(readdirSync(dir).filter((name) => name.startsWith('app.sqlite'))).toEqual(['app.sqlite']);
   });
 
+  it('a SQLite discovery file of a newer schema version is refused with exit 2, advising an upgrade, and left as it was', async () => {
+    const newer = join(dir, 'newer.sqlite');
+    await openSqliteDiscovery(newer).close();
+    const writer = new Database(newer);
+    writer.exec('PRAGMA user_version = 2');
+    writer.close();
+    const before = readFileSync(newer);
+    const run = await runInProcess(['inspect', '--discovery-sqlite-path', newer], {
+      env: { KVREUSE_DISCOVERY_BACKEND: 'sqlite' },
+    });
+    expect(run.stderrLines).toEqual([
+      `kvreuse: ${newer}: a SQLite discovery file of schema version 2, newer than version 1, the newest this kvreuse reads (upgrade kvreuse to read it, or set --discovery-sqlite-path) [INPUT_FILE]`,
+    ]);
+    expect(run.status).toBe(2);
+    expect(run.stdout).toBe('');
+    expect(readFileSync(newer).equals(before)).toBe(true);
+  });
+
   it('the memory backend is refused with exit 2: another process can never read it', async () => {
     const run = await runBinary(['inspect', '--discovery-backend', 'memory']);
     expect(run.status).toBe(2);
