@@ -41,7 +41,8 @@ export async function startPublishing<T>(
     secret = openClusterSecret(discovery);
     return await start(secret);
   } catch (error) {
-    await abandonPublishing({ store, secret });
+    // What the caller hears is the start that failed, not a failure to undo it.
+    await abandonPublishing({ store, secret }).catch(() => undefined);
     throw error;
   }
 }

@@ -16,7 +16,7 @@ import {
 import { type Agent, type Backend, loadTransport, type MemoryKind } from '@kvreuse/native-bindings';
 import { type DiscoveryStore, openDiscovery } from '@kvreuse/discovery';
 import { blockHashFromHex } from '@kvreuse/inventory';
-import { releaseRank } from '@kvreuse/registry';
+import { releaseBanks, releaseRank } from '@kvreuse/registry';
 import { DemoMessageError } from '../errors.js';
 import { startPublishing } from '../publishing.js';
 import { CrashOnPin } from './crash-on-pin.js';
@@ -62,6 +62,19 @@ export interface RankHost {
 }
 
 const qwen3 = referenceGeometries['qwen3-0.6b'];
+
+/** The steps that open a rank's parts, which `DemoRank.open` takes so that a test can make one fail. */
+export interface DemoRankSteps {
+  readonly openDiscovery: typeof openDiscovery;
+  readonly loadTransport: typeof loadTransport;
+  readonly openEndpoint: typeof ReuseEndpoint.open;
+}
+
+const demoRankSteps: DemoRankSteps = {
+  openDiscovery,
+  loadTransport,
+  openEndpoint: (options) => ReuseEndpoint.open(options),
+};
 
 const hashesOf = (hex: readonly string[]): bigint[] => hex.map((text) => blockHashFromHex(text) as bigint);
 
@@ -114,45 +127,68 @@ export class DemoRank {
    * Opens discovery, then reads the cluster secret (`startPublishing`), starts the agent and opens the rank's
    * endpoint (its banks allocated, registered — the endpoint starts serving its metrics first, given a port —
    * and its rank part published); `reportReady()` comes next. `host` crashes or stops the rank's process when
-   * a command asks for it.
+   * a command asks for it. A step that fails closes what the steps before it opened, last opened first (the
+   * banks, the agent, then discovery), and the promise rejects with that step's error. `steps` replaces the
+   * steps themselves (tests).
    */
-  static async open(options: DemoRankOptions, say: (message: Said) => void, host: RankHost): Promise<DemoRank> {
+  static async open(
+    options: DemoRankOptions,
+    say: (message: Said) => void,
+    host: RankHost,
+    steps: DemoRankSteps = demoRankSteps,
+  ): Promise<DemoRank> {
     const { role, workerId, incarnation, tpRank, tpSize, metricsPort, settings } = options;
-    const discovery = openDiscovery(settings.discovery);
-    const secret = await startPublishing(discovery, settings.discovery, (read) => read);
-    const transport = loadTransport(options.libraryPath === undefined ? {} : { libraryPath: options.libraryPath });
-    const agent = await transport.createAgent({
-      name: `${workerId}-tp${tpRank}-${incarnation}`,
-      backend: options.backend,
-      ucx: { netDevices: settings.transport.ucxNetDevices, transports: settings.transport.ucxTransports },
+    const discovery = steps.openDiscovery(settings.discovery);
+    return startPublishing(discovery, settings.discovery, async (secret) => {
+      const transport = steps.loadTransport(
+        options.libraryPath === undefined ? {} : { libraryPath: options.libraryPath },
+      );
+      const agent = await transport.createAgent({
+        name: `${workerId}-tp${tpRank}-${incarnation}`,
+        backend: options.backend,
+        ucx: { netDevices: settings.transport.ucxNetDevices, transports: settings.transport.ucxTransports },
+      });
+      let vram: VramBanks | undefined;
+      try {
+        const adapter = new CrashOnPin(new BlockPool(options.blocks), host.crash);
+        const geometry = options.geometry ?? qwen3;
+        vram =
+          options.memory === 'vram'
+            ? await allocateVramBanks(agent, geometry, { tpRank, ppRank: 0, tpSize }, options.blocks)
+            : undefined;
+        let rank: DemoRank | undefined;
+        const endpoint = await steps.openEndpoint({
+          agent,
+          discovery,
+          secret,
+          worker: { workerId, incarnation, role, geometry, tpSize, ppSize: 1, dpRank: 0 },
+          rank: { tpRank, ppRank: 0 },
+          ...(vram === undefined
+            ? { blocks: options.blocks }
+            : {
+                banks: vram.banks,
+                bankBytes: [],
+                admissionGate: vramAdmissionGate(settings, transport.capabilities()),
+              }),
+          registerTimeoutMs: 30_000,
+          // Each rank serves its metrics on a port of its own (none without one).
+          settings: { ...settings, endpoint: { ...settings.endpoint, metricsPort: metricsPort ?? 0 } },
+          ...(role === 'decode' ? { serve: { adapter } } : {}),
+          withdrawInventory: () => (rank as DemoRank).#withdrawInventory(),
+          ...(metricsPort === undefined
+            ? {}
+            : { metrics: new EndpointMetrics({ labels: { worker: workerId, rank: `tp${tpRank}` } }) }),
+        });
+        rank = new DemoRank(options, endpoint, agent, discovery, adapter, say, host, vram);
+        return rank;
+      } catch (error) {
+        // What the caller hears is the step that failed, not a failure to undo it. The banks go first: an
+        // agent refuses to close while its allocations remain (a bank already handed back is skipped).
+        if (vram !== undefined) await releaseBanks(vram.banks).catch(() => undefined);
+        await agent.close().catch(() => undefined);
+        throw error;
+      }
     });
-    const adapter = new CrashOnPin(new BlockPool(options.blocks), host.crash);
-    const geometry = options.geometry ?? qwen3;
-    const vram =
-      options.memory === 'vram'
-        ? await allocateVramBanks(agent, geometry, { tpRank, ppRank: 0, tpSize }, options.blocks)
-        : undefined;
-    let rank: DemoRank | undefined;
-    const endpoint = await ReuseEndpoint.open({
-      agent,
-      discovery,
-      secret,
-      worker: { workerId, incarnation, role, geometry, tpSize, ppSize: 1, dpRank: 0 },
-      rank: { tpRank, ppRank: 0 },
-      ...(vram === undefined
-        ? { blocks: options.blocks }
-        : { banks: vram.banks, bankBytes: [], admissionGate: vramAdmissionGate(settings, transport.capabilities()) }),
-      registerTimeoutMs: 30_000,
-      // Each rank serves its metrics on a port of its own (none without one).
-      settings: { ...settings, endpoint: { ...settings.endpoint, metricsPort: metricsPort ?? 0 } },
-      ...(role === 'decode' ? { serve: { adapter } } : {}),
-      withdrawInventory: () => (rank as DemoRank).#withdrawInventory(),
-      ...(metricsPort === undefined
-        ? {}
-        : { metrics: new EndpointMetrics({ labels: { worker: workerId, rank: `tp${tpRank}` } }) }),
-    });
-    rank = new DemoRank(options, endpoint, agent, discovery, adapter, say, host, vram);
-    return rank;
   }
 
   /** Once the worker is ready, says `published` with its epoch and the metrics URL. */
