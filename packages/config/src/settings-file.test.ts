@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { temporaryDirectory } from '../test/temporary-directory.js';
 import { thrown } from '../test/thrown.js';
-import { SettingsFileError } from './errors.js';
+import { ConfigArgumentError, SettingsFileError } from './errors.js';
 import { findSettingsFile, formatOfPath, loadSettingsFile } from './settings-file.js';
 import { TEXT_FILE_MAX_BYTES } from './text-file.js';
 
@@ -160,6 +160,14 @@ describe('findSettingsFile', () => {
     expect(findSettingsFile({ env: { KVREUSE_CONFIG: '' }, cwd })).toBeUndefined();
     write('lookup/kvreuse.yaml', 'router: {}\n');
     expect(findSettingsFile({ env: {}, cwd })).toEqual({ path: join(cwd, 'kvreuse.yaml'), from: 'cwd' });
+  });
+
+  it('refuses an empty --config, naming the flag, where an empty KVREUSE_CONFIG counts as unset', () => {
+    const found = () => findSettingsFile({ option: '', env: { KVREUSE_CONFIG: 'b.yaml' }, cwd });
+    expect(found).toThrow(ConfigArgumentError);
+    expect(found).toThrow(
+      'findSettingsFile: locations.option must be a non-empty path (--config names a file) or undefined; got ""',
+    );
   });
 
   it('finds a ./kvreuse.yaml that is a link to nothing, for reading it to say so, rather than running on defaults', () => {

@@ -153,9 +153,9 @@ export interface FoundSettingsFile {
 
 /**
  * The settings file of a command, looked up in one order: the path given (`--config`), else the one
- * `KVREUSE_CONFIG` names, else `kvreuse.yaml` in `cwd` when that name exists (a link to nothing too);
- * undefined when none. A file named by the option or the variable is returned whether it exists or not,
- * for reading it to say what is wrong.
+ * `KVREUSE_CONFIG` names (an empty one counts as unset), else `kvreuse.yaml` in `cwd` when that name
+ * exists (a link to nothing too); undefined when none. An empty `--config` is refused. A file named by
+ * the option or the variable is returned whether it exists or not, for reading it to say what is wrong.
  */
 export function findSettingsFile(locations: {
   readonly option?: string | undefined;
@@ -168,6 +168,9 @@ export function findSettingsFile(locations: {
   if (!isRecord(locations)) refuse('locations', locations, '{ option?, env, cwd }');
   const { option, env, cwd } = locations;
   if (option !== undefined && typeof option !== 'string') refuse('locations.option', option, 'a path or undefined');
+  // An empty --config is a mistake (`--config "$UNSET"`), not a request for the fallbacks; an empty
+  // KVREUSE_CONFIG is the shell's way to unset it for one command, so that one counts as unset.
+  if (option === '') refuse('locations.option', option, 'a non-empty path (--config names a file) or undefined');
   if (!isRecord(env)) refuse('locations.env', env, 'the environment, an object of variables');
   if (typeof cwd !== 'string') refuse('locations.cwd', cwd, 'the directory paths are relative to, a string');
   if (option !== undefined) return { path: resolve(cwd, option), from: 'option' };
