@@ -4,7 +4,11 @@ import { describeValue as describe, KvreuseError } from '@kvreuse/errors';
 
 /** Every `code` an inventory error carries. */
 export type InventoryErrorCode =
-  'INVENTORY_INVALID_BLOCK_INPUT' | 'INVENTORY_INVALID_EVENT' | 'INVENTORY_WITHDRAWN' | 'INVALID_INVENTORY_OPTION';
+  | 'INVENTORY_INVALID_BLOCK_INPUT'
+  | 'INVENTORY_INVALID_EVENT'
+  | 'INVENTORY_WITHDRAWN'
+  | 'INVENTORY_FULL'
+  | 'INVALID_INVENTORY_OPTION';
 
 export abstract class InventoryError extends KvreuseError<InventoryErrorCode> {}
 
@@ -40,6 +44,25 @@ export class InventoryWithdrawnError extends InventoryError {
     readonly incarnation: string,
   ) {
     super(`inventory of worker ${workerId} (incarnation ${incarnation}) was withdrawn; it publishes no further batch`);
+  }
+}
+
+/**
+ * A worker's batch would store more new distinct blocks than the retained inventory has room for (it
+ * holds at most 2^27); the whole batch was refused and nothing changed.
+ */
+export class InventoryFullError extends InventoryError {
+  readonly code = 'INVENTORY_FULL';
+  constructor(
+    readonly workerId: string,
+    readonly newBlocks: number,
+    readonly room: number,
+    readonly maxBlocks: number,
+  ) {
+    super(
+      `retained inventory is full: a batch of worker ${workerId} stores ${newBlocks} new distinct blocks, ` +
+        `room is left for ${room} of its ${maxBlocks}; the batch is refused`,
+    );
   }
 }
 

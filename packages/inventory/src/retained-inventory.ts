@@ -1,6 +1,13 @@
 import { InvalidInventoryOptionError, InventoryEventError } from './errors.js';
 import { checkFunction, checkOptionsObject } from './options.js';
-import { checkBlocks, checkEvents, type InventoryBatch, minExpiresAtMs, type RetentionTier } from './events.js';
+import {
+  checkBlocks,
+  checkEvents,
+  type InventoryBatch,
+  type InventoryEvent,
+  minExpiresAtMs,
+  type RetentionTier,
+} from './events.js';
 import { hashWords, maxExpectedBlocks, maxTick, minRehashStep, RetainedTable } from './retained-table.js';
 
 /**
@@ -126,7 +133,8 @@ export class RetainedInventory {
    * Applies one worker's batch. A batch of a larger epoch (a newer incarnation) first drops
    * everything the worker's previous incarnation retained; a batch of a smaller epoch (a superseded
    * incarnation's) is ignored, as is a batch whose `seq` is not above the last applied one of the
-   * same incarnation (both return false).
+   * same incarnation (both return false). It holds at most 2^27 distinct blocks: a batch that would
+   * store more new ones than there is room for is refused whole (`InventoryFullError`), changing nothing.
    */
   apply(batch: InventoryBatch): boolean {
     if (batch === null || typeof batch !== 'object') throw new InventoryEventError('', batch, 'a batch is an object');
@@ -156,6 +164,8 @@ export class RetainedInventory {
       );
     }
     if (worker !== undefined && epoch < this.epochs[worker]!) return false;
+    if (worker !== undefined && epoch === this.epochs[worker] && seq <= this.lastSeq[worker]!) return false;
+    this.checkRoom(workerId, events, nowTick);
     if (worker === undefined) {
       worker = this.addWorker(workerId, incarnation, epoch);
     } else if (epoch > this.epochs[worker]!) {
@@ -165,7 +175,6 @@ export class RetainedInventory {
       this.lastSeq[worker] = -1;
       this.complete[worker] = false;
     }
-    if (seq <= this.lastSeq[worker]!) return false;
     this.lastSeq[worker] = seq;
     if (batch.complete === true) this.complete[worker] = true;
     let blocks = 0;
@@ -178,8 +187,7 @@ export class RetainedInventory {
       }
       const words = hashWords(event.blocks);
       blocks += words.length / 2;
-      const expiry =
-        event.type === 'stored' ? Math.min(maxTick, Math.ceil((event.expiresAt - this.epochMs) / tickMs)) : 0;
+      const expiry = this.expiryTick(event);
       if (expiry > nowTick) {
         this.index.reserveRecords(worker, words.length / 2);
         stored += words.length / 2;
@@ -192,6 +200,29 @@ export class RetainedInventory {
     this.index.compact(worker, this.compactStep + 2 * stored);
     this.index.maintain(this.pruneStep + blocks, nowTick);
     return true;
+  }
+
+  /** The tick a `stored` event's blocks expire at; 0 for a `removed` one. */
+  private expiryTick(event: InventoryEvent): number {
+    return event.type === 'stored' ? Math.min(maxTick, Math.ceil((event.expiresAt - this.epochMs) / tickMs)) : 0;
+  }
+
+  /**
+   * Refuses (`InventoryFullError`) a batch whose unexpired stored blocks not yet in the index would
+   * take it past the most it holds, before anything changes. Counted against the index as the batch
+   * finds it: blocks the batch removes, or a new incarnation drops, make room only for the next one.
+   */
+  private checkRoom(workerId: string, events: readonly InventoryEvent[], nowTick: number): void {
+    const storing = events.filter(
+      (event): event is InventoryEvent & { type: 'stored' } =>
+        event.type === 'stored' && this.expiryTick(event) > nowTick,
+    );
+    // Most batches fit even if every block is new: only those that might not are looked up.
+    if (storing.reduce((blocks, event) => blocks + event.blocks.length, 0) <= this.index.room) return;
+    this.index.checkRoom(
+      storing.map((event) => hashWords(event.blocks)),
+      workerId,
+    );
   }
 
   /** Forgets a worker (its inventory lease ended, or it left). */

@@ -3,6 +3,7 @@
 // and swept a few slots at a time. It knows worker slots, tiers (0 = GPU, 1 = host) and expiry ticks;
 // what a worker, an incarnation, an event or a millisecond is, is the inventory's rules
 // (retained-inventory.ts).
+import { InventoryFullError } from './errors.js';
 import { PrefixCandidates, type PrefixFound } from './prefix-candidates.js';
 import { PreparedArray } from './prepared-array.js';
 import { type ResizableWords, resizableWords, resizedWords } from './resizable-words.js';
@@ -43,8 +44,8 @@ const growth = 1.5; // of the table and the overflow slab
 // per new block empties the previous table by then.
 export const minRehashStep = 3;
 /**
- * The most blocks a table is made for up front: its slots for 2^27 blocks take 3.8 GB already, and the
- * table grows as blocks come anyway; a larger request is a mistake (or past what a typed array can hold).
+ * The most distinct blocks a table holds, and so the most it is made for up front: its slots for 2^27
+ * blocks take 3.8 GB already; past them its slot index would leave int32 and its words a typed array.
  */
 export const maxExpectedBlocks = 2 ** 27;
 // The next table (and the next overflow slab) is allocated at load `prepareLoad` and one of its pages
@@ -124,6 +125,8 @@ export class RetainedTable {
   private previousHomeScale = 0;
   private unmoved = 0;
   private readonly rehashStep: number;
+  private readonly maxBlocks: number;
+  private readonly maxSlots: number;
   private readonly nextTable = new PreparedArray();
   // The expiry sweep's next record.
   private sweepWorker = 0;
@@ -147,8 +150,11 @@ export class RetainedTable {
   private bases = new Int32Array(64);
   private touched = 0; // written so that the touching loads are not optimised away
 
-  constructor(expectedBlocks: number, rehashStep: number) {
+  /** `maxBlocks` is below `maxExpectedBlocks` only in tests, which cannot allocate a full table. */
+  constructor(expectedBlocks: number, rehashStep: number, maxBlocks = maxExpectedBlocks) {
     this.rehashStep = rehashStep;
+    this.maxBlocks = maxBlocks;
+    this.maxSlots = Math.ceil(maxBlocks / maxLoad);
     this.table = noTable;
     this.resize(Math.ceil(Math.max(16, expectedBlocks) / maxLoad));
   }
@@ -156,6 +162,25 @@ export class RetainedTable {
   /** Retained (block, worker) entries, including expired ones not yet freed. */
   get size(): number {
     return this.liveEntries;
+  }
+
+  /** How many more distinct blocks the table holds. */
+  get room(): number {
+    return this.maxBlocks - this.distinctHashes;
+  }
+
+  /**
+   * Refuses (`InventoryFullError`) chains to store for `workerId` that hold more blocks the table does
+   * not have yet than it has room for; changes nothing.
+   */
+  checkRoom(chains: readonly Int32Array[], workerId: string): void {
+    const added = new Set<string>();
+    for (const words of chains) {
+      for (let i = 0; i < words.length; i += 2) {
+        if (!this.holds(words[i]!, words[i + 1]!)) added.add(`${words[i]} ${words[i + 1]}`);
+      }
+    }
+    if (added.size > this.room) throw new InventoryFullError(workerId, added.size, this.room, this.maxBlocks);
   }
 
   /** Bytes held by the index's typed arrays. */
@@ -321,6 +346,7 @@ export class RetainedTable {
     return this.candidates.visit(worker, depth, records[at + recordGpu]!, records[at + recordGpu + 1]!, nowTick);
   }
 
+  // Below maxSlots < 2^31 as well, so `| 0` keeps it exact.
   private home(lo: number, hi: number): number {
     return ((mix(lo, hi) >>> this.homeShift) * this.homeScale) | 0;
   }
@@ -336,6 +362,11 @@ export class RetainedTable {
     if (from < 0) return slot;
     this.move(from, -1 - slot);
     return -1 - slot;
+  }
+
+  /** Whether either table holds a hash; moves nothing. */
+  private holds(lo: number, hi: number): boolean {
+    return this.probe(lo, hi) >= 0 || (this.previousSlots !== 0 && this.previousSlotOf(lo, hi) >= 0);
   }
 
   /** `slotOf` in the current table alone. */
@@ -415,7 +446,12 @@ export class RetainedTable {
     this.previousHomeShift = this.homeShift;
     this.previousHomeScale = this.homeScale;
     this.unmoved = this.slots;
-    this.resize(Math.ceil(this.slots * growth));
+    this.resize(this.nextSlots());
+  }
+
+  /** The slots of the next table: `growth` times more, up to the ceiling (`checkRoom` keeps the load below maxLoad there). */
+  private nextSlots(): number {
+    return Math.min(Math.ceil(this.slots * growth), this.maxSlots);
   }
 
   /** Bounded background work of one operation: a step of the table's growth, a step of the expiry sweep. */
@@ -514,8 +550,13 @@ export class RetainedTable {
         this.grow();
       } else {
         this.migrate(this.rehashStep);
-        if (this.distinctHashes > this.slots * prepareLoad && this.distinctHashes % touchEvery === 0) {
-          this.nextTable.touch(Math.ceil(this.slots * growth) * slotWords);
+        const next = this.nextSlots();
+        if (
+          next > this.slots &&
+          this.distinctHashes > this.slots * prepareLoad &&
+          this.distinctHashes % touchEvery === 0
+        ) {
+          this.nextTable.touch(next * slotWords);
         }
       }
       return;
