@@ -29,6 +29,29 @@ describe('errors', () => {
     expect(isSettingsError(new Error('other'))).toBe(false);
   });
 
+  it('escape control characters in the names and values they list, so none reaches the terminal', () => {
+    const unknown = new UnknownSettingError([
+      { name: 'router.\u001b[2Jx', source: { source: 'file', path: 'k.yaml', line: 2 }, closest: 'router.y' },
+    ]);
+    expect(unknown.message).toBe(
+      '1 unknown setting name(s):\n  - router.\\u001b[2Jx in file k.yaml:2 (did you mean router.y?)',
+    );
+    const invalid = new InvalidSettingError([
+      {
+        setting: 'transport.library',
+        name: 'transport.library',
+        value: 5,
+        source: { source: 'file', path: 'k.\u009byaml' },
+        rule: 'a path',
+        reason: 'Expected string,\nreceived number',
+        related: [],
+      },
+    ]);
+    expect(invalid.message).toBe(
+      '1 invalid setting(s):\n  - transport.library = 5 in file k.\\u009byaml: Expected string,\\nreceived number (rule: a path)',
+    );
+  });
+
   it('list every unknown name with its source and the closest known name', () => {
     const error = new UnknownSettingError([
       { name: 'router.x', source: { source: 'file', path: '/etc/kvreuse.yaml', line: 2 }, closest: 'router.y' },

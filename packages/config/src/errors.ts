@@ -1,4 +1,5 @@
 import { codeOf, describeValue, KvreuseError, KvreuseTypeError, redactCredentials, redactValue } from '@kvreuse/errors';
+import { printable } from './printable.js';
 
 /** Where a value came from; a file value with the line of its key when the file was read from text. */
 export type Provenance =
@@ -66,7 +67,10 @@ export interface UnknownSetting {
   readonly foreignGroup?: string;
 }
 
-/** An unknown name in words: where it was written, and the closest known name (`--transport-bakend in argv (did you mean --transport-backend?)`). */
+/**
+ * An unknown name in words: where it was written, and the closest known name (`--transport-bakend in argv
+ * (did you mean --transport-backend?)`). Control characters are escaped (`\u001b`).
+ */
 export function describeUnknownSetting({ name, source, closest, foreignGroup }: UnknownSetting): string {
   const hint =
     foreignGroup !== undefined
@@ -74,7 +78,7 @@ export function describeUnknownSetting({ name, source, closest, foreignGroup }: 
       : closest === undefined
         ? ' (not a setting flag)'
         : ` (did you mean ${closest}?)`;
-  return `${name} ${describeWhere(source)}${hint}`;
+  return printable(`${name} ${describeWhere(source)}${hint}`);
 }
 
 function nameWithoutCredentials(unknown: UnknownSetting): UnknownSetting {
@@ -123,12 +127,12 @@ export interface InvalidSetting extends RelatedSetting {
   readonly related: readonly RelatedSetting[];
 }
 
-/** `router.minimum_transfer_prefix_blocks = 0 in file k.yaml:3: Too small… (rule: integer ≥ 1)` */
+/** `router.minimum_transfer_prefix_blocks = 0 in file k.yaml:3: Too small… (rule: integer ≥ 1)`; control characters escaped. */
 export function describeInvalidSetting({ name, value, source, rule, reason, related }: InvalidSetting): string {
   const values = [{ name, value, source }, ...related].map(
     (given) => `${given.name} = ${describeValue(given.value)} ${describeWhere(given.source)}`,
   );
-  return `${values.join(', ')}: ${reason} (rule: ${rule})`;
+  return printable(`${values.join(', ')}: ${reason} (rule: ${rule})`);
 }
 
 function withoutCredentials(issue: InvalidSetting): InvalidSetting {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { routerGroup } from '../test/sample-groups.js';
+import { routerGroup, transportGroup } from '../test/sample-groups.js';
 import { defineSettings } from './define-settings.js';
 import { renderSettingsReport } from './settings-report.js';
 
@@ -17,5 +17,23 @@ describe('renderSettingsReport of one composition', () => {
       'ignored  transport.backend  file shared.yaml:2 (group transport not composed)',
       'ignored  KVREUSE_DRAIN_FAILED_LOAD_POLICY  env KVREUSE_DRAIN_FAILED_LOAD_POLICY (group drain not composed)',
     ]);
+  });
+});
+
+describe('renderSettingsReport of names and values from a settings file', () => {
+  it('escapes their control characters, so none reaches the terminal and every entry stays one line', () => {
+    const transport = defineSettings([transportGroup], { foreignGroups: 'ignore' });
+    const resolved = transport.resolve({
+      file: {
+        text: 'transport:\n  library: "/opt/\\u001b[2J\\u009b31mlib"\nrouter:\n  "minimum\\nblocks": 4\n',
+        origin: 'shared.yaml',
+      },
+    });
+    const lines = renderSettingsReport(resolved).trimEnd().split('\n');
+    expect(lines).toHaveLength(Object.keys(transportGroup.settings).length + 1);
+    expect(lines.find((line) => line.startsWith('transport.library'))).toMatch(
+      /^transport\.library +\/opt\/\\u001b\[2J\\u009b31mlib +file shared\.yaml:2$/,
+    );
+    expect(lines.at(-1)).toBe('ignored  router.minimum\\nblocks  file shared.yaml:4 (group router not composed)');
   });
 });

@@ -1,6 +1,7 @@
 import { formatValue } from './descriptions.js';
 import { ConfigArgumentError, describeProvenance, isRecord, type Provenance } from './errors.js';
 import { snakeCase } from './names.js';
+import { printable } from './printable.js';
 import type { IgnoredSetting } from './sources.js';
 
 /** A resolution of any composition, as `resolve` returns it. */
@@ -14,6 +15,7 @@ export interface ResolutionToReport {
  * Every resolved setting on one line, with where its value came from, e.g.
  * `router.minimum_transfer_prefix_blocks  8  argv --router-minimum-transfer-prefix-blocks`; then every
  * ignored setting of a group not composed, e.g. `ignored  transport.backend  file kvreuse.yaml:4 (group transport)`.
+ * Control characters in names and values are escaped (`\u001b`), so that every entry stays one line of text.
  */
 export function renderSettingsReport(resolved: ResolutionToReport): string {
   const refuse = (argument: string, value: unknown, rule: string): never => {
@@ -29,7 +31,8 @@ export function renderSettingsReport(resolved: ResolutionToReport): string {
       Object.entries(values).map(([name, value]) => {
         const from = (provenance as Readonly<Record<string, Readonly<Record<string, Provenance>>>>)[group]?.[name];
         const key = `${group}.${snakeCase(name)}`;
-        return [key, formatValue(value), from === undefined ? '' : describeProvenance(from)] as const;
+        const source = from === undefined ? '' : describeProvenance(from);
+        return [printable(key), printable(formatValue(value)), printable(source)] as const;
       }),
   );
   const keyWidth = Math.max(0, ...rows.map(([key]) => key.length));
@@ -37,8 +40,8 @@ export function renderSettingsReport(resolved: ResolutionToReport): string {
   const lines = rows.map(([key, value, from]) =>
     `${key.padEnd(keyWidth)}  ${value.padEnd(valueWidth)}  ${from}`.trimEnd(),
   );
-  const ignoredLines = ignored.map(
-    ({ name, source, group }) => `ignored  ${name}  ${describeProvenance(source)} (group ${group} not composed)`,
+  const ignoredLines = ignored.map(({ name, source, group }) =>
+    printable(`ignored  ${name}  ${describeProvenance(source)} (group ${group} not composed)`),
   );
   return `${[...lines, ...ignoredLines].join('\n')}\n`;
 }
