@@ -92,6 +92,32 @@ describe('bad arguments get typed errors naming them', () => {
     expect(() => bankSpan(bank!, 1, 3)).toThrow(issue('planes'));
   });
 
+  it('refuses an element of elementOffset outside the piece or a head count that is no count, naming it', () => {
+    const refusal = (field: string, value: unknown) =>
+      expect.objectContaining({
+        code: 'INVALID_GEOMETRY',
+        issues: [expect.objectContaining({ field, value })],
+      });
+    // Qwen3-0.6B: 64 tokens per block, head dim 128; a rank holding 8 heads.
+    for (const headCount of [0, -1, 1.5, Number.NaN, 2 ** 31, '8']) {
+      expect(() => elementOffset(qwen, headCount as never, 0, 0, 0)).toThrow(refusal('headCount', headCount));
+    }
+    for (const head of [-1, 8, 0.5, Number.NaN, undefined]) {
+      expect(() => elementOffset(qwen, 8, head as never, 0, 0)).toThrow(refusal('head', head));
+    }
+    for (const token of [-1, 64, Number.POSITIVE_INFINITY]) {
+      expect(() => elementOffset(qwen, 8, 0, token, 0)).toThrow(refusal('token', token));
+    }
+    for (const dim of [-1, 128, '0']) {
+      expect(() => elementOffset(qwen, 8, 0, 0, dim as never)).toThrow(refusal('dim', dim));
+    }
+    expect(() => elementOffset(qwen, 8, 8, 0, 128)).toThrow(
+      'invalid KV geometry: head = 8: must be an integer in [0, headCount) = [0, 8); ' +
+        'dim = 128: must be an integer in [0, headDim) = [0, 128)',
+    );
+    expect(elementOffset(qwen, 8, 7, 63, 127)).toBe(((7 * 64 + 63) * 128 + 127) * 2);
+  });
+
   it('refuses workers, parts and ranks that are no objects', () => {
     expect(() => assembleWorker(null as never)).toThrow(InvalidRankPartError);
     expect(() => assembleWorker(null as never)).toThrow(/parts = null/);

@@ -167,7 +167,8 @@ export function pieceSlot(
 /**
  * Byte offset of element (head, token, dim) inside one (block, layer, plane) piece of a rank holding
  * `headCount` heads; `head` is local to the rank. HND is `[head][token][dim]`, NHD `[token][head][dim]`.
- * A geometry field it reads that is missing or bad is refused, named (`InvalidGeometryError`).
+ * A geometry field it reads that is missing or bad, a `headCount` that is no positive integer below 2^31, or a
+ * `head`, `token` or `dim` outside the piece is refused, named (`InvalidGeometryError`).
  */
 export function elementOffset(
   geometry: PieceGeometry & Pick<Geometry, 'headOrder'>,
@@ -178,11 +179,27 @@ export function elementOffset(
 ): number {
   checkGeometryArgument(geometry, [...pieceFields, 'headOrder']);
   const { blockTokens, headDim } = geometry;
+  if (!positiveCount.safeParse(headCount).success)
+    throw new InvalidGeometryError([
+      { field: 'headCount', value: headCount, rule: 'must be a positive integer below 2^31' },
+    ]);
+  const issues = [
+    elementIndexIssue('head', head, headCount, 'headCount'),
+    elementIndexIssue('token', token, blockTokens, 'blockTokens'),
+    elementIndexIssue('dim', dim, headDim, 'headDim'),
+  ].filter((issue) => issue !== undefined);
+  if (issues.length > 0) throw new InvalidGeometryError(issues);
   const element =
     geometry.headOrder === 'HND'
       ? (head * blockTokens + token) * headDim + dim
       : (token * headCount + head) * headDim + dim;
   return element * bytesPerElement(geometry.dtype);
+}
+
+/** The issue of an element index of `elementOffset` that is no integer in `[0, limit)`, or `undefined`. */
+function elementIndexIssue(field: string, value: unknown, limit: number, limitName: string): FieldIssue | undefined {
+  if (Number.isInteger(value) && (value as number) >= 0 && (value as number) < limit) return undefined;
+  return { field, value, rule: `must be an integer in [0, ${limitName}) = [0, ${limit})` };
 }
 
 export interface BankLayoutOptions {
