@@ -18,6 +18,7 @@ import {
   minimumBlockStride,
   pieceBytes,
   prepareTransfer,
+  rankBlockBytes,
   rankPartOf,
   referenceGeometries,
   safeParseGeometry,
@@ -90,6 +91,43 @@ describe('bad arguments get typed errors naming them', () => {
     expect(() => bankSpan({ ...bank!, planeStride: 4096 } as never, 1, 2)).toThrow(issue('bank.planeStride'));
     expect(() => bankSpan(bank!, 1.5, 2)).toThrow(issue('piece'));
     expect(() => bankSpan(bank!, 1, 3)).toThrow(issue('planes'));
+  });
+
+  it('refuses a geometry, shard or options of bankCount, minimumBlockStride and rankBlockBytes whose fields they read are missing or bad, naming the field', () => {
+    const refusal = (code: string, field: string, value: unknown) =>
+      expect.objectContaining({ code, issues: [expect.objectContaining({ field, value })] });
+    const shardRefusal = (field: string, value: unknown) =>
+      expect.objectContaining({ code: 'INVALID_SHARD', issue: expect.objectContaining({ field, value }) });
+    expect(() => bankCount({ ...qwen, bankLayout: 'striped' } as never, shard)).toThrow(
+      refusal('INVALID_GEOMETRY', 'bankLayout', 'striped'),
+    );
+    expect(() => bankCount({ ...qwen, kvPlanes: Number.NaN } as never, shard)).toThrow(
+      refusal('INVALID_GEOMETRY', 'kvPlanes', Number.NaN),
+    );
+    expect(() => bankCount(qwen, { ...shard, layers: { start: 0, count: -28 } })).toThrow(
+      shardRefusal('shard.layers.count', -28),
+    );
+    expect(() => bankCount(qwen, shard, null as never)).toThrow(refusal('INVALID_BANK_LAYOUT', 'options', null));
+    expect(() => bankCount(qwen, shard, { planeStrided: 'yes' } as never)).toThrow(
+      refusal('INVALID_BANK_LAYOUT', 'options.planeStrided', 'yes'),
+    );
+    expect(() => minimumBlockStride({ ...qwen, bankLayout: undefined } as never, shard)).toThrow(
+      refusal('INVALID_GEOMETRY', 'bankLayout', undefined),
+    );
+    const fullyContiguous = { ...qwen, bankLayout: 'fully-contiguous' as const };
+    expect(() => minimumBlockStride({ ...fullyContiguous, kvPlanes: 3 } as never, shard)).toThrow(
+      refusal('INVALID_GEOMETRY', 'kvPlanes', 3),
+    );
+    expect(() => minimumBlockStride(fullyContiguous, { ...shard, layers: undefined } as never)).toThrow(
+      shardRefusal('shard.layers', undefined),
+    );
+    expect(() => rankBlockBytes({ ...qwen, kvPlanes: '2' } as never, shard)).toThrow(
+      refusal('INVALID_GEOMETRY', 'kvPlanes', '2'),
+    );
+    expect(() => rankBlockBytes(qwen, { ...shard, layers: { start: 0, count: 1.5 } })).toThrow(
+      shardRefusal('shard.layers.count', 1.5),
+    );
+    expect(() => rankBlockBytes(null as never, shard)).toThrow(refusal('INVALID_GEOMETRY', 'geometry', null));
   });
 
   it('refuses an element of elementOffset outside the piece or a head count that is no count, naming it', () => {

@@ -7,7 +7,7 @@ import { deriveShard, type Parallel, type Shard } from './shard.js';
 type PieceGeometry = Pick<Geometry, 'blockTokens' | 'headDim' | 'dtype'>;
 
 /** Refuses a geometry argument that is no object, or whose `fields` (those the caller reads) break the geometry's rules. */
-function checkGeometryArgument(geometry: unknown, fields: readonly (keyof Geometry)[] = []): void {
+function checkGeometryArgument(geometry: unknown, fields: readonly (keyof Geometry)[]): void {
   if (!isObject(geometry))
     throw new InvalidGeometryError([{ field: 'geometry', value: geometry, rule: 'a KV geometry object' }]);
   const issue = geometryFieldIssue(geometry, fields);
@@ -15,7 +15,7 @@ function checkGeometryArgument(geometry: unknown, fields: readonly (keyof Geomet
 }
 
 /** Refuses a shard argument that is no object, or whose `ranges` (those the caller reads) have no count a shard has. */
-function checkShardArgument(shard: unknown, ranges: readonly (keyof Pick<Shard, 'kvHeads' | 'layers'>)[] = []): void {
+function checkShardArgument(shard: unknown, ranges: readonly (keyof Pick<Shard, 'kvHeads' | 'layers'>)[]): void {
   if (!isObject(shard)) throw new InvalidShardError({ field: 'shard', value: shard, rule: 'a shard from deriveShard' });
   for (const name of ranges) {
     const range: unknown = (shard as Record<string, unknown>)[name];
@@ -47,8 +47,13 @@ export function pieceBytes(geometry: PieceGeometry, shard: Pick<Shard, 'kvHeads'
   return geometry.blockTokens * shard.kvHeads.count * geometry.headDim * bytesPerElement(geometry.dtype);
 }
 
-/** Bytes of one block of a rank over all of its layers and planes. */
+/**
+ * Bytes of one block of a rank over all of its layers and planes. A field it reads that is missing or bad is
+ * refused, named: `InvalidGeometryError`, `InvalidShardError`.
+ */
 export function rankBlockBytes(geometry: PieceGeometry & Pick<Geometry, 'kvPlanes'>, shard: Shard): number {
+  checkGeometryArgument(geometry, [...pieceFields, 'kvPlanes']);
+  checkShardArgument(shard, ['kvHeads', 'layers']);
   return pieceBytes(geometry, shard) * shard.layers.count * geometry.kvPlanes;
 }
 
@@ -59,26 +64,33 @@ export interface PlaneStrideOption {
 
 /**
  * How many banks a rank has: layer-separate, one per (local layer, plane), or one per local layer when
- * the banks are plane-strided; fully-contiguous, one.
+ * the banks are plane-strided; fully-contiguous, one. A field it reads that is missing or bad is refused,
+ * named: `InvalidGeometryError`, `InvalidShardError`, `InvalidBankLayoutError` (the options).
  */
 export function bankCount(
   geometry: Pick<Geometry, 'bankLayout' | 'kvPlanes'>,
   shard: Shard,
   options: PlaneStrideOption = {},
 ): number {
-  checkGeometryArgument(geometry);
-  checkShardArgument(shard);
+  checkGeometryArgument(geometry, ['bankLayout', 'kvPlanes']);
+  checkShardArgument(shard, ['layers']);
+  if (!isObject(options))
+    throw new InvalidBankLayoutError([{ field: 'options', value: options, rule: 'must be { planeStrided? }' }]);
+  if (options.planeStrided !== undefined && typeof options.planeStrided !== 'boolean')
+    throw new InvalidBankLayoutError([
+      { field: 'options.planeStrided', value: options.planeStrided, rule: 'must be a boolean when given' },
+    ]);
   if (geometry.bankLayout === 'fully-contiguous') return 1;
   return options.planeStrided === true ? shard.layers.count : shard.layers.count * geometry.kvPlanes;
 }
 
 /**
  * The smallest block stride a rank's banks may have: one piece when layer-separate (plane-strided banks
- * included: their planes may also lie after all blocks), one rank block when fully contiguous.
+ * included: their planes may also lie after all blocks), one rank block when fully contiguous. A field it
+ * reads that is missing or bad is refused, named: `InvalidGeometryError`, `InvalidShardError`.
  */
 export function minimumBlockStride(geometry: Geometry, shard: Shard): number {
-  checkGeometryArgument(geometry);
-  checkShardArgument(shard);
+  checkGeometryArgument(geometry, ['bankLayout']);
   return geometry.bankLayout === 'layer-separate' ? pieceBytes(geometry, shard) : rankBlockBytes(geometry, shard);
 }
 
