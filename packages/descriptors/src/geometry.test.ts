@@ -33,6 +33,32 @@ describe('geometry', () => {
     expect(result.error.message).toMatch(/dtype = "fp64"/);
   });
 
+  it("states each field's rule in the package's own words", () => {
+    const rulesOf = (input: unknown): string[] => {
+      const result = safeParseGeometry(input);
+      if (result.success) throw new Error('expected the geometry to be refused');
+      return result.error.issues.map((issue) => `${issue.field}: ${issue.rule}`);
+    };
+    const qwen = referenceGeometries['qwen3-0.6b'];
+    expect(
+      rulesOf({ ...qwen, numLayers: 2 ** 31, blockTokens: 1.5, numKvHeads: '8', headDim: undefined, dtype: 'fp64' }),
+    ).toEqual([
+      'numLayers: must be a positive integer below 2^31',
+      'blockTokens: must be a positive integer below 2^31',
+      'numKvHeads: must be a positive integer below 2^31',
+      'headDim: must be a positive integer below 2^31',
+      "dtype: must be 'fp32', 'bf16', 'fp16', 'fp8_e4m3', 'fp8_e5m2' or 'int8'",
+    ]);
+    expect(rulesOf({ ...qwen, bankLayout: 'striped', headOrder: 1 })).toEqual([
+      "bankLayout: must be 'layer-separate' or 'fully-contiguous'",
+      "headOrder: must be 'NHD' or 'HND'",
+    ]);
+    expect(rulesOf(null)).toEqual(['(root): must be a KV geometry object']);
+    expect(() => bytesPerElement('fp64' as never)).toThrow(
+      "invalid KV geometry: dtype = \"fp64\": must be 'fp32', 'bf16', 'fp16', 'fp8_e4m3', 'fp8_e5m2' or 'int8'",
+    );
+  });
+
   it('throws from parseGeometry and reports a missing field', () => {
     const { headDim: _omitted, ...rest } = referenceGeometries['llama-3.1-8b'];
     expect(() => parseGeometry(rest)).toThrow(/headDim = undefined/);

@@ -1,6 +1,7 @@
 import { z } from 'zod';
+import { positiveCount } from './bank.js';
 import { InvalidGeometryError } from './errors.js';
-import type { FieldIssue } from './field-issue.js';
+import { type FieldIssue, oneOfRule } from './field-issue.js';
 import { toFieldIssues, unreadableInput } from './zod-issues.js';
 
 export const dtypes = ['fp32', 'bf16', 'fp16', 'fp8_e4m3', 'fp8_e5m2', 'int8'] as const;
@@ -18,30 +19,31 @@ const dtypeBytes: Readonly<Record<Dtype, number>> = {
 /** Bytes of one element of `dtype`. Throws `InvalidGeometryError` for a dtype not in `dtypes`. */
 export function bytesPerElement(dtype: Dtype): number {
   if (!Object.hasOwn(dtypeBytes, dtype)) {
-    throw new InvalidGeometryError([{ field: 'dtype', value: dtype, rule: `one of ${dtypes.join(', ')}` }]);
+    throw new InvalidGeometryError([{ field: 'dtype', value: dtype, rule: oneOfRule(dtypes) }]);
   }
   return dtypeBytes[dtype];
 }
 
-const positiveInteger = z
-  .int()
-  .min(1)
-  .max(2 ** 31 - 1);
+const bankLayouts = ['layer-separate', 'fully-contiguous'] as const;
+const headOrders = ['NHD', 'HND'] as const;
 
 /** The KV layout facts of a model as served (version 1). */
-export const geometrySchema = z.strictObject({
-  numLayers: positiveInteger,
-  /** 2 = separate K and V planes, 1 = one latent plane (MLA). */
-  kvPlanes: z.literal([1, 2], { error: 'must be 1 (MLA latent) or 2 (K and V)' }),
-  blockTokens: positiveInteger,
-  numKvHeads: positiveInteger,
-  headDim: positiveInteger,
-  dtype: z.enum(dtypes),
-  /** `layer-separate`: one bank per (layer, plane); `fully-contiguous`: one bank, block = `[layer][plane][...]`. */
-  bankLayout: z.enum(['layer-separate', 'fully-contiguous']),
-  /** Inside one (block, layer, plane) piece: `HND` = `[head][token][dim]`, `NHD` = `[token][head][dim]`. */
-  headOrder: z.enum(['NHD', 'HND']),
-});
+export const geometrySchema = z.strictObject(
+  {
+    numLayers: positiveCount,
+    /** 2 = separate K and V planes, 1 = one latent plane (MLA). */
+    kvPlanes: z.literal([1, 2], { error: 'must be 1 (MLA latent) or 2 (K and V)' }),
+    blockTokens: positiveCount,
+    numKvHeads: positiveCount,
+    headDim: positiveCount,
+    dtype: z.enum(dtypes, { error: oneOfRule(dtypes) }),
+    /** `layer-separate`: one bank per (layer, plane); `fully-contiguous`: one bank, block = `[layer][plane][...]`. */
+    bankLayout: z.enum(bankLayouts, { error: oneOfRule(bankLayouts) }),
+    /** Inside one (block, layer, plane) piece: `HND` = `[head][token][dim]`, `NHD` = `[token][head][dim]`. */
+    headOrder: z.enum(headOrders, { error: oneOfRule(headOrders) }),
+  },
+  { error: 'must be a KV geometry object' },
+);
 
 export type Geometry = z.output<typeof geometrySchema>;
 export type BankLayout = Geometry['bankLayout'];

@@ -1,6 +1,16 @@
-import { type Bank, type MemKind, memKinds, positiveCount, SPAN_LIMIT, U64_LIMIT } from './bank.js';
+import {
+  type Bank,
+  countRule,
+  type MemKind,
+  memKinds,
+  positiveCount,
+  positiveCountRule,
+  SPAN_LIMIT,
+  U64_LIMIT,
+  u64Rule,
+} from './bank.js';
 import { InvalidBankLayoutError, InvalidGeometryError, InvalidShardError, isObject } from './errors.js';
-import type { FieldIssue } from './field-issue.js';
+import { type FieldIssue, oneOfRule } from './field-issue.js';
 import { bytesPerElement, type Geometry, geometryFieldIssue } from './geometry.js';
 import { deriveShard, type Parallel, type Shard } from './shard.js';
 
@@ -30,7 +40,7 @@ function checkShardArgument(shard: unknown, ranges: readonly (keyof Pick<Shard, 
       throw new InvalidShardError({
         field: `shard.${name}.count`,
         value: count,
-        rule: 'a positive integer below 2^31',
+        rule: positiveCountRule,
       });
   }
 }
@@ -119,9 +129,8 @@ function bankSpanIssues(bank: object, piece: unknown, planes: unknown): FieldIss
   const { blocks, blockStride, planeStride } = bank as Partial<Record<keyof BankStrides, unknown>>;
   const issues: FieldIssue[] = [];
   if (!positiveCount.safeParse(blocks).success)
-    issues.push({ field: 'bank.blocks', value: blocks, rule: 'must be a positive integer below 2^31' });
-  if (!isU64(blockStride))
-    issues.push({ field: 'bank.blockStride', value: blockStride, rule: 'must be an unsigned 64-bit bigint' });
+    issues.push({ field: 'bank.blocks', value: blocks, rule: positiveCountRule });
+  if (!isU64(blockStride)) issues.push({ field: 'bank.blockStride', value: blockStride, rule: u64Rule });
   if (planeStride !== undefined && !isU64(planeStride))
     issues.push({
       field: 'bank.planeStride',
@@ -192,9 +201,7 @@ export function elementOffset(
   checkGeometryArgument(geometry, [...pieceFields, 'headOrder']);
   const { blockTokens, headDim } = geometry;
   if (!positiveCount.safeParse(headCount).success)
-    throw new InvalidGeometryError([
-      { field: 'headCount', value: headCount, rule: 'must be a positive integer below 2^31' },
-    ]);
+    throw new InvalidGeometryError([{ field: 'headCount', value: headCount, rule: positiveCountRule }]);
   const issues = [
     elementIndexIssue('head', head, headCount, 'headCount'),
     elementIndexIssue('token', token, blockTokens, 'blockTokens'),
@@ -259,7 +266,7 @@ export function layoutRankBanks(
   const issues: FieldIssue[] = [];
   // As a rank part's bank holds them, so that every layout it returns is one a rank part can carry.
   if (!positiveCount.safeParse(blocks).success)
-    issues.push({ field: 'blocks', value: blocks, rule: 'must be a positive integer below 2^31' });
+    issues.push({ field: 'blocks', value: blocks, rule: positiveCountRule });
   if (!Number.isInteger(blockStride) || blockStride < minimumStride) {
     issues.push({ field: 'blockStride', value: blockStride, rule: `must be an integer ≥ ${minimumStride}` });
   }
@@ -268,9 +275,9 @@ export function layoutRankBanks(
   } else if (planeStrided && (!Number.isInteger(planeStride) || planeStride < piece)) {
     issues.push({ field: 'planeStride', value: planeStride, rule: `must be an integer ≥ ${piece} (one piece)` });
   }
-  if (!memKinds.includes(memKind)) issues.push({ field: 'memKind', value: memKind, rule: "must be 'dram' or 'vram'" });
+  if (!memKinds.includes(memKind)) issues.push({ field: 'memKind', value: memKind, rule: oneOfRule(memKinds) });
   if (!Number.isInteger(deviceId) || deviceId < 0 || deviceId > 2 ** 31 - 1) {
-    issues.push({ field: 'deviceId', value: deviceId, rule: 'must be an integer in [0, 2^31)' });
+    issues.push({ field: 'deviceId', value: deviceId, rule: countRule });
   }
   if (!isPowerOfTwo(alignment)) issues.push({ field: 'alignment', value: alignment, rule: 'must be a power of two' });
   if (Array.isArray(options.address)) {

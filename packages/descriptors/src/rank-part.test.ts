@@ -75,6 +75,55 @@ describe('rank parts', () => {
     expect(() => parseRankPart(null)).toThrow(/invalid rank part: \(root\) = null/);
   });
 
+  it("states each field's rule in the package's own words", () => {
+    const rulesOf = (input: unknown): string[] => {
+      const result = safeParseRankPart(input);
+      if (result.success) throw new Error('expected the part to be rejected');
+      return result.error.issues.map((issue) => `${issue.field}: ${issue.rule}`);
+    };
+    const sent = wire();
+    expect(
+      rulesOf({
+        ...sent,
+        version: 4,
+        workerId: '',
+        incarnation: 7,
+        role: 'encode',
+        parallel: { ...sent.parallel, tpRank: -1, ppSize: 0 },
+        transport: { ...sent.transport, agentName: '', generation: 1.5, metadata: '!!' },
+        host: 'h'.repeat(256),
+      }),
+    ).toEqual([
+      'version: must be 1, 2 or 3',
+      'workerId: must be a non-empty string',
+      'incarnation: must be a non-empty string',
+      "role: must be 'prefill', 'decode' or 'aggregated'",
+      'parallel.tpRank: must be an integer in [0, 2^31)',
+      'parallel.ppSize: must be a positive integer below 2^31',
+      'transport.agentName: must be a non-empty string',
+      'transport.generation: must be an integer in [0, 2^31)',
+      'transport.metadata: must be a base64 string',
+      'host: must be a string of 1 to 255 characters',
+    ]);
+    const [bank] = sent.banks;
+    expect(
+      rulesOf({ ...sent, banks: [{ ...bank!, memKind: 'hbm', deviceId: -1, address: 5, blocks: 0 }, null] }),
+    ).toEqual([
+      "banks[0].memKind: must be 'dram' or 'vram'",
+      'banks[0].deviceId: must be an integer in [0, 2^31)',
+      'banks[0].address: must be an unsigned integer as a decimal string',
+      'banks[0].blocks: must be a positive integer below 2^31',
+      'banks[1]: must be a bank object',
+    ]);
+    expect(rulesOf({ ...sent, banks: [] })).toEqual(['banks: must hold at least one bank']);
+    expect(rulesOf({ ...sent, parallel: null, transport: 3, geometry: 'qwen' })).toEqual([
+      'geometry: must be a KV geometry object',
+      'parallel: must be { tpRank, tpSize, ppRank, ppSize, dpRank }',
+      'transport: must be { agentName, generation, metadata }',
+    ]);
+    expect(rulesOf(null)).toEqual(['(root): must be a rank part object']);
+  });
+
   it('needs one bank per (local layer, plane) when layer-separate, one bank when fully contiguous', () => {
     const short = wire();
     short.banks.pop();

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { type Bank, bankSchema, count, positiveCount, SPAN_LIMIT, U64_LIMIT } from './bank.js';
 import { InvalidRankPartError, PieceOutOfRangeError } from './errors.js';
+import { oneOfRule } from './field-issue.js';
 import { geometrySchema, type SafeParseResult } from './geometry.js';
 import { bankCount, bankSpan, minimumBlockStride, pieceBytes, pieceSlot, planeOverlap } from './layout.js';
 import type { RankId } from './rank-id.js';
@@ -16,20 +17,29 @@ const MAX_WORKER_RANKS = 65_536;
 export const roles = ['prefill', 'decode', 'aggregated'] as const;
 export type Role = (typeof roles)[number];
 
-const parallelSchema = z.strictObject({
-  tpRank: count,
-  tpSize: positiveCount,
-  ppRank: count,
-  ppSize: positiveCount,
-  dpRank: count,
-});
+const nonEmptyRule = 'must be a non-empty string';
+const nonEmptyString = z.string({ error: nonEmptyRule }).min(1, nonEmptyRule);
 
-const transportSchema = z.strictObject({
-  agentName: z.string().min(1),
-  generation: count,
-  /** The transport's address and keys blob, base64. */
-  metadata: z.base64(),
-});
+const parallelSchema = z.strictObject(
+  {
+    tpRank: count,
+    tpSize: positiveCount,
+    ppRank: count,
+    ppSize: positiveCount,
+    dpRank: count,
+  },
+  { error: 'must be { tpRank, tpSize, ppRank, ppSize, dpRank }' },
+);
+
+const transportSchema = z.strictObject(
+  {
+    agentName: nonEmptyString,
+    generation: count,
+    /** The transport's address and keys blob, base64. */
+    metadata: z.base64({ error: 'must be a base64 string' }),
+  },
+  { error: 'must be { agentName, generation, metadata }' },
+);
 
 interface RuleViolation {
   readonly path: PropertyKey[];
@@ -142,6 +152,8 @@ function bankOverlaps(
   return overlaps;
 }
 
+const hostRule = 'must be a string of 1 to 255 characters';
+
 /** The rank part versions this package reads; version 2 adds `planeStride` to banks, version 3 `host`. */
 export const rankPartVersions = [1, 2, 3] as const;
 
@@ -151,21 +163,24 @@ export const rankPartVersions = [1, 2, 3] as const;
  * Parsing also checks the shard split and the bank rules.
  */
 export const rankPartSchema = z
-  .strictObject({
-    version: z.literal(rankPartVersions),
-    workerId: z.string().min(1),
-    incarnation: z.string().min(1),
-    role: z.enum(roles),
-    geometry: geometrySchema,
-    parallel: parallelSchema,
-    banks: z.array(bankSchema).min(1),
-    transport: transportSchema,
-    /**
-     * Version 3: the machine the rank runs on, named as the deployment names machines (a hostname, a
-     * node name, a kernel boot id): ranks that publish the same host share a machine.
-     */
-    host: z.string().min(1).max(255).optional(),
-  })
+  .strictObject(
+    {
+      version: z.literal(rankPartVersions, { error: oneOfRule(rankPartVersions) }),
+      workerId: nonEmptyString,
+      incarnation: nonEmptyString,
+      role: z.enum(roles, { error: oneOfRule(roles) }),
+      geometry: geometrySchema,
+      parallel: parallelSchema,
+      banks: z.array(bankSchema, { error: 'must be an array of banks' }).min(1, 'must hold at least one bank'),
+      transport: transportSchema,
+      /**
+       * Version 3: the machine the rank runs on, named as the deployment names machines (a hostname, a
+       * node name, a kernel boot id): ranks that publish the same host share a machine.
+       */
+      host: z.string({ error: hostRule }).min(1, hostRule).max(255, hostRule).optional(),
+    },
+    { error: 'must be a rank part object' },
+  )
   // The rank rules read decoded values, so they wait until every field has parsed.
   .superRefine(
     (part, ctx) => {

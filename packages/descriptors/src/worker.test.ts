@@ -144,7 +144,7 @@ describe('assembleWorker only sees parsed parts', () => {
     expect(refusal(all)).toMatchObject({
       code: 'INVALID_RANK_PART',
       rank: { tpRank: 1, ppRank: 1 },
-      message: expect.stringMatching(/banks\[0\].address = "\d+": Invalid input: expected bigint, received string/),
+      message: expect.stringMatching(/banks\[0\].address = "\d+": must be an unsigned 64-bit bigint/),
     });
   });
 });

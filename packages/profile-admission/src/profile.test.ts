@@ -92,8 +92,8 @@ describe('parseProfile', () => {
     expect(issuesOf(input)).toEqual([
       'schemaVersion: Invalid input: expected 1',
       'name: must be 1–128 of a-z, 0-9, ".", "_" and "-", starting with a letter or digit',
-      'geometry.numLayers: Too small: expected number to be >=1',
-      'geometry.dtype: Invalid option: expected one of "fp32"|"bf16"|"fp16"|"fp8_e4m3"|"fp8_e5m2"|"int8"',
+      'geometry.numLayers: must be a positive integer below 2^31',
+      "geometry.dtype: must be 'fp32', 'bf16', 'fp16', 'fp8_e4m3', 'fp8_e5m2' or 'int8'",
       'blockHash.function: Too small: expected string to have >=1 characters',
       'blockHash.seed: at most 128 printable ASCII characters, without spaces',
       'roles.decode.ppSize: Invalid input: expected number, received undefined',
