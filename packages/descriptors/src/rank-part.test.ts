@@ -1,8 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { rankPartsFor } from '../test/support.js';
 import {
+  assembleWorker,
   InvalidRankPartError,
+  locatePiece,
   parseRankPart,
+  type RankPart,
   type RankPartWire,
   referenceGeometries,
   safeParseRankPart,
@@ -191,6 +194,51 @@ describe('rank parts', () => {
     const overlapping = { ...part!, banks: part!.banks.map((bank) => ({ ...bank, address: part!.banks[0]!.address })) };
     expect(() => serializeRankPart(overlapping)).toThrow(InvalidRankPartError);
     expect(() => serializeRankPart(overlapping)).toThrow(/banks\[1\].address = 139637976727552n: overlaps banks\[0\]/);
+  });
+
+  it('refuses to serialize a part whose fields break their own rules with the same typed error, naming each field once', () => {
+    const refusal = (input: unknown) => {
+      try {
+        serializeRankPart(input as RankPart);
+      } catch (error) {
+        return error;
+      }
+      throw new Error('expected the part to be refused');
+    };
+    const withBank = (change: object): RankPart => ({
+      ...part!,
+      banks: [{ ...part!.banks[0]!, ...change }, ...part!.banks.slice(1)],
+    });
+    const [bank] = part!.banks;
+    expect(refusal(withBank({ blockStride: 2n ** 64n }))).toMatchObject({
+      code: 'INVALID_RANK_PART',
+      workerId: part!.workerId,
+      issues: [{ field: 'banks[0].blockStride', value: 2n ** 64n, rule: 'must fit in 64 bits' }],
+    });
+    expect(refusal(withBank({ blocks: 0 }))).toMatchObject({
+      code: 'INVALID_RANK_PART',
+      issues: [{ field: 'banks[0].blocks', value: 0, rule: 'must be a positive integer below 2^31' }],
+    });
+    expect(refusal(withBank({ address: -1n }))).toMatchObject({
+      code: 'INVALID_RANK_PART',
+      issues: [{ field: 'banks[0].address', value: -1n, rule: 'must be an unsigned 64-bit bigint' }],
+    });
+    expect(refusal({ ...part!, geometry: { ...part!.geometry, blockTokens: 2 ** 40 } })).toMatchObject({
+      code: 'INVALID_RANK_PART',
+      issues: [{ field: 'geometry.blockTokens', value: 2 ** 40, rule: 'must be a positive integer below 2^31' }],
+    });
+    expect(refusal({ ...part!, geometry: { ...part!.geometry, numLayers: -1 } })).toMatchObject({
+      code: 'INVALID_RANK_PART',
+      issues: [{ field: 'geometry.numLayers', value: -1, rule: 'must be a positive integer below 2^31' }],
+    });
+    const unencodable = withBank({ blockStride: 2n ** 64n });
+    expect(() => assembleWorker([unencodable])).toThrow(expect.objectContaining({ code: 'INVALID_RANK_PART' }));
+    expect(() => locatePiece(unencodable, 0, 0, 0)).toThrow(expect.objectContaining({ code: 'INVALID_RANK_PART' }));
+    // The rules between fields still hold for a part whose fields are each valid.
+    expect(refusal(withBank({ bytes: bank!.bytes - 1n }))).toMatchObject({
+      code: 'INVALID_RANK_PART',
+      issues: [{ field: 'banks[0].bytes', value: bank!.bytes - 1n }],
+    });
   });
 
   it('rejects other schema versions', () => {

@@ -157,36 +157,43 @@ const hostRule = 'must be a string of 1 to 255 characters';
 /** The rank part versions this package reads; version 2 adds `planeStride` to banks, version 3 `host`. */
 export const rankPartVersions = [1, 2, 3] as const;
 
+/** A rank part's fields, each with its own rule; `rankPartSchema` adds the rules between them. */
+const rankPartFieldsSchema = z.strictObject(
+  {
+    version: z.literal(rankPartVersions, { error: oneOfRule(rankPartVersions) }),
+    workerId: nonEmptyString,
+    incarnation: nonEmptyString,
+    role: z.enum(roles, { error: oneOfRule(roles) }),
+    geometry: geometrySchema,
+    parallel: parallelSchema,
+    banks: z.array(bankSchema, { error: 'must be an array of banks' }).min(1, 'must hold at least one bank'),
+    transport: transportSchema,
+    /**
+     * Version 3: the machine the rank runs on, named as the deployment names machines (a hostname, a
+     * node name, a kernel boot id): ranks that publish the same host share a machine.
+     */
+    host: z.string({ error: hostRule }).min(1, hostRule).max(255, hostRule).optional(),
+  },
+  { error: 'must be a rank part object' },
+);
+
 /**
  * What one rank publishes. Version 2 adds `planeStride` to banks, version 3 the rank's `host`; older
  * parts are read as before.
  * Parsing also checks the shard split and the bank rules.
  */
-export const rankPartSchema = z
-  .strictObject(
-    {
-      version: z.literal(rankPartVersions, { error: oneOfRule(rankPartVersions) }),
-      workerId: nonEmptyString,
-      incarnation: nonEmptyString,
-      role: z.enum(roles, { error: oneOfRule(roles) }),
-      geometry: geometrySchema,
-      parallel: parallelSchema,
-      banks: z.array(bankSchema, { error: 'must be an array of banks' }).min(1, 'must hold at least one bank'),
-      transport: transportSchema,
-      /**
-       * Version 3: the machine the rank runs on, named as the deployment names machines (a hostname, a
-       * node name, a kernel boot id): ranks that publish the same host share a machine.
-       */
-      host: z.string({ error: hostRule }).min(1, hostRule).max(255, hostRule).optional(),
-    },
-    { error: 'must be a rank part object' },
-  )
-  // The rank rules read decoded values, so they wait until every field has parsed.
+export const rankPartSchema = rankPartFieldsSchema
+  // The rank rules read valid parsed values. Parsing checks the fields before it gets here, but encoding
+  // (`serializeRankPart`) gets here first, with fields nothing has checked, so the fields are checked here.
   .superRefine(
     (part, ctx) => {
       for (const { path, message } of rankRuleViolations(part)) ctx.addIssue({ code: 'custom', path, message });
     },
-    { when: (payload) => payload.issues.length === 0 },
+    {
+      when: (payload) =>
+        payload.issues.length === 0 &&
+        rankPartFieldsSchema.safeEncode(payload.value as z.output<typeof rankPartFieldsSchema>).success,
+    },
   );
 
 const compareBigInt = (a: bigint, b: bigint): number => (a < b ? -1 : a > b ? 1 : 0);
