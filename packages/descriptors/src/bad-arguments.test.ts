@@ -163,6 +163,19 @@ describe('bad arguments get typed errors naming them', () => {
     expect(() => checkCompatibility(worker, { geometry: null } as never)).toThrow(/destination = /);
     expect(() => rankPartOf(worker, null as never)).toThrow(/rank = null/);
     expect(() => rankPartOf(null as never, { tpRank: 0, ppRank: 0 })).toThrow(/worker = null/);
+  });
+
+  it('refuses a rank of rankPartOf whose tpRank or ppRank is no rank index, naming it', () => {
+    const refusal = (field: string, value: unknown) =>
+      expect.objectContaining({
+        code: 'INVALID_RANK_PART',
+        issues: [{ field, value, rule: 'must be an integer in [0, 2^31)' }],
+      });
+    for (const tpRank of [0.5, -1, Number.NaN, '0']) {
+      expect(() => rankPartOf(worker, { tpRank, ppRank: 0 } as never)).toThrow(refusal('rank.tpRank', tpRank));
+    }
+    expect(() => rankPartOf(worker, { tpRank: 0 } as never)).toThrow(refusal('rank.ppRank', undefined));
+    expect(rankPartOf(worker, { tpRank: 1, ppRank: 0 })).toBeUndefined();
     expect(() => buildTransferTemplate(null as never, worker)).toThrow(InvalidRankPartError);
     expect(() => prepareTransfer(null as never)).toThrow(InvalidTransferTemplateError);
     expect(() => prepareTransfer(null as never)).toThrow(/request/);

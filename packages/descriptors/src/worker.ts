@@ -1,3 +1,4 @@
+import { count, countRule } from './bank.js';
 import { type Geometry, geometryFields } from './geometry.js';
 import { geometryDigest } from './digest.js';
 import type { RankId } from './rank-id.js';
@@ -149,10 +150,16 @@ export function assembleWorker(given: readonly RankPart[]): AssembleResult {
   };
 }
 
-/** The part of rank (tpRank, ppRank) of a complete worker, or `undefined` when the worker has no such rank. */
+/**
+ * The part of rank (tpRank, ppRank) of a complete worker, or `undefined` when the worker has no such rank.
+ * A rank whose `tpRank` or `ppRank` is no integer in [0, 2^31) is refused, named (`InvalidRankPartError`).
+ */
 export function rankPartOf(worker: Worker, rank: RankId): RankPart | undefined {
   checkWorkerArgument('worker', worker);
   if (!isObject(rank)) throw argumentError('rank', rank, 'a rank { tpRank, ppRank }');
+  for (const field of ['tpRank', 'ppRank'] as const) {
+    if (!count.safeParse(rank[field]).success) throw argumentError(`rank.${field}`, rank[field], countRule);
+  }
   const inRange = rank.tpRank >= 0 && rank.tpRank < worker.tpSize && rank.ppRank >= 0 && rank.ppRank < worker.ppSize;
   return inRange ? worker.ranks[rank.ppRank * worker.tpSize + rank.tpRank] : undefined;
 }
