@@ -186,6 +186,16 @@ describe('layoutRankBanks', () => {
     ]);
   });
 
+  it('names a bad planeStride alone, not again as the default blockStride derived from it', () => {
+    for (const planeStride of ['wide', -(2 ** 20), 1.5]) {
+      expect(() => layoutRankBanks(qwen, whole, { address: 0n, blocks: 1, planeStride: planeStride as never })).toThrow(
+        expect.objectContaining({
+          issues: [{ field: 'planeStride', value: planeStride, rule: 'must be an integer ≥ 131072 (one piece)' }],
+        }),
+      );
+    }
+  });
+
   it('rejects options that cannot make valid banks, naming each', () => {
     const attempt = () => layoutRankBanks(qwen, whole, { address: [0n], blocks: 0, blockStride: 10, alignment: 3 });
     expect(attempt).toThrow(InvalidBankLayoutError);

@@ -267,7 +267,8 @@ export function layoutRankBanks(
   // As a rank part's bank holds them, so that every layout it returns is one a rank part can carry.
   if (!positiveCount.safeParse(blocks).success)
     issues.push({ field: 'blocks', value: blocks, rule: positiveCountRule });
-  if (!Number.isInteger(blockStride) || blockStride < minimumStride) {
+  // The default is valid whenever planeStride is; a bad planeStride is that field's fault, reported below.
+  if (options.blockStride !== undefined && (!Number.isInteger(blockStride) || blockStride < minimumStride)) {
     issues.push({ field: 'blockStride', value: blockStride, rule: `must be an integer ≥ ${minimumStride}` });
   }
   if (planeStrided && geometry.bankLayout !== 'layer-separate') {
