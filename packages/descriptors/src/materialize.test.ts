@@ -65,6 +65,15 @@ describe('materialize', () => {
         expect.objectContaining({ code: 'INVALID_TRANSFER_TEMPLATE', value: options }),
       );
     }
+    // Block lists that are no object are refused as given, not read as two missing lists.
+    for (const blocks of [null, 'ab']) {
+      expect(() => materialize(template, blocks as never)).toThrow(
+        expect.objectContaining({ code: 'INVALID_BLOCK_LIST', index: undefined, value: blocks }),
+      );
+    }
+    expect(() => materialize(template, null as never)).toThrow(
+      "invalid block list: null: materialize's blocks must be { sourceBlocks, destinationBlocks }",
+    );
     expect(materialize(buildTransferTemplate(worker, worker), asLists([]))).toEqual({
       pairs: [],
       totalBytes: 0n,

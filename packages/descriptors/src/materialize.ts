@@ -1,6 +1,6 @@
 import { describeValue } from '@kvreuse/errors';
 import { blocksOutermost, DescriptorWriter } from './descriptor-writer.js';
-import { InvalidTransferTemplateError, isObject } from './errors.js';
+import { InvalidBlockListError, InvalidTransferTemplateError, isObject } from './errors.js';
 import type { PlanOptions, RankPairPlan, TransferPlan } from './transfer-plan.js';
 import { prepareTransfer, type TransferBlocks } from './prepared-transfer.js';
 import type { TransferTemplate } from './template.js';
@@ -33,6 +33,12 @@ export function materialize(
   blocks: TransferBlocks,
   options: PlanOptions = {},
 ): TransferPlan {
+  if (!isObject(blocks))
+    throw new InvalidBlockListError(
+      undefined,
+      blocks,
+      "materialize's blocks must be { sourceBlocks, destinationBlocks }",
+    );
   const { sourceBlocks, destinationBlocks } = prepareTransfer({ template, ...blocks });
   if (!isObject(options) || (options.coalesce !== undefined && typeof options.coalesce !== 'boolean')) {
     throw new InvalidTransferTemplateError(
