@@ -25,4 +25,9 @@ describe('describeValueRule and formatValue', () => {
     expect(formatValue(false)).toBe('false');
     expect(formatValue('')).toBe('""');
   });
+
+  it('escapes control characters, as in setting names, so that a value stays one line', () => {
+    expect(formatValue('\u001b[31mred\nnext')).toBe('\\u001b[31mred\\nnext');
+    expect(formatValue(['a\u009bb', 'c'])).toBe('a\\u009bb,c');
+  });
 });

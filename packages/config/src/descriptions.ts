@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { SettingsGroup } from './group.js';
 import { kebabCase, snakeCase, upperSnakeCase } from './names.js';
+import { printable } from './printable.js';
 
 /** The JSON Schema (draft 2020-12) of one setting's value, as zod generates it. */
 export type ValueJsonSchema = Readonly<Record<string, unknown>>;
@@ -140,8 +141,12 @@ export function describeGroup(group: SettingsGroup): GroupDescription {
   });
 }
 
-/** A value as it is written in env and argv: lists comma-separated, the empty string as `""`, everything else as text. */
+/**
+ * A value as it is written in env and argv: lists comma-separated, the empty string as `""`, everything
+ * else as text. Control characters are escaped (`\u001b`), as in setting names, so that the value stays
+ * one line of text.
+ */
 export function formatValue(value: unknown): string {
   if (value === '') return '""';
-  return Array.isArray(value) ? value.join(',') : String(value);
+  return printable(Array.isArray(value) ? value.join(',') : String(value));
 }

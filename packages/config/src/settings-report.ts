@@ -32,7 +32,7 @@ export function renderSettingsReport(resolved: ResolutionToReport): string {
         const from = (provenance as Readonly<Record<string, Readonly<Record<string, Provenance>>>>)[group]?.[name];
         const key = `${group}.${snakeCase(name)}`;
         const source = from === undefined ? '' : describeProvenance(from);
-        return [printable(key), printable(formatValue(value)), printable(source)] as const;
+        return [printable(key), formatValue(value), printable(source)] as const;
       }),
   );
   const keyWidth = Math.max(0, ...rows.map(([key]) => key.length));
