@@ -36,6 +36,49 @@ describe('coerceText', () => {
     }
   });
 
+  it('refuses a number that would not be the one written, saying what it would be', () => {
+    for (const [text, schema, becomes] of [
+      ['0.99999999999999999', number, '1'],
+      ['1.0000000000000001', integer, '1'],
+      ['9007199254740993', number, '9007199254740992'],
+      ['1e-400', number, '0'],
+      ['1e400', number, 'Infinity'],
+    ] as const) {
+      const coerced = coerceText(text, schema);
+      expect(coerced, text).toEqual({
+        ok: false,
+        reason: `cannot read ${JSON.stringify(text)} as a number without changing it: it would be ${becomes} (a number keeps 15 significant digits, between 1e-307 and 1e308 in size)`,
+      });
+    }
+    expect(coerceText('2,0.30000000000000001', numberList).ok).toBe(false);
+  });
+
+  it('refuses an integer past Number.MAX_SAFE_INTEGER, which a number holds exactly but not its neighbours', () => {
+    for (const text of ['9007199254740992', '-1e20']) {
+      expect(coerceText(text, integer)).toEqual({
+        ok: false,
+        reason: `cannot read ${JSON.stringify(text)} as an integer exactly: past 9007199254740991, the largest a number holds exactly with every integer below it`,
+      });
+    }
+    expect(coerceText('9007199254740991', integer)).toEqual({ ok: true, value: Number.MAX_SAFE_INTEGER });
+    expect(coerceText('9007199254740992', number)).toEqual({ ok: true, value: 2 ** 53 });
+  });
+
+  it('reads every number a double holds as written, however it is written', () => {
+    for (const [text, value] of [
+      ['0.1', 0.1],
+      ['1.50', 1.5],
+      ['100e-2', 1],
+      ['0.30000000000000004', 0.1 + 0.2],
+      ['5e-324', Number.MIN_VALUE],
+      ['1e21', 1e21],
+      ['-0', -0],
+      ['000.000', 0],
+    ] as const) {
+      expect(coerceText(text, number), text).toEqual({ ok: true, value });
+    }
+  });
+
   it('splits lists on commas, trims items and reads each by the item type', () => {
     expect(coerceText('http://a:1, http://b:2', list)).toEqual({ ok: true, value: ['http://a:1', 'http://b:2'] });
     expect(coerceText('', list)).toEqual({ ok: true, value: [] });

@@ -6,6 +6,42 @@ export type Coerced = { readonly ok: true; readonly value: unknown } | { readonl
 export const COERCION_RULES = 'booleans are true|false|1|0, numbers decimal, lists comma-separated';
 
 const DECIMAL = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
+const DECIMAL_PARTS = /^([+-]?)(\d*)\.?(\d*)(?:[eE]([+-]?\d+))?$/;
+
+/** A decimal's value as its significant digits and the power of ten of the last one: `-0.0150` is `-15e-3`, zero `0`. */
+function exactDecimal(text: string): string {
+  const [, sign = '', whole = '', fraction = '', exponent = '0'] = DECIMAL_PARTS.exec(text) ?? [];
+  const digits = `${whole}${fraction}`.replace(/^0+/, '');
+  const significant = digits.replace(/0+$/, '');
+  if (significant === '') return '0';
+  const power = Number(exponent) - fraction.length + (digits.length - significant.length);
+  return `${sign === '-' ? '-' : ''}${significant}e${power}`;
+}
+
+/**
+ * `text` as a number, refused where the number would not be what was written: more significant digits
+ * than a double keeps (`0.99999999999999999` would be 1), out of its range (`1e-400` would be 0), or for
+ * an integer setting, past `Number.MAX_SAFE_INTEGER`, beyond which integers are not all held exactly.
+ */
+function coerceNumber(text: string, schema: ValueJsonSchema): Coerced {
+  if (!DECIMAL.test(text))
+    return { ok: false, reason: `cannot read ${JSON.stringify(text)} as a number (${COERCION_RULES})` };
+  const value = Number(text);
+  const read = String(value);
+  if (!DECIMAL.test(read) || exactDecimal(read) !== exactDecimal(text)) {
+    return {
+      ok: false,
+      reason: `cannot read ${JSON.stringify(text)} as a number without changing it: it would be ${read} (a number keeps 15 significant digits, between 1e-307 and 1e308 in size)`,
+    };
+  }
+  if (schema['type'] === 'integer' && Math.abs(value) > Number.MAX_SAFE_INTEGER) {
+    return {
+      ok: false,
+      reason: `cannot read ${JSON.stringify(text)} as an integer exactly: past ${Number.MAX_SAFE_INTEGER}, the largest a number holds exactly with every integer below it`,
+    };
+  }
+  return { ok: true, value };
+}
 
 function coerceScalar(text: string, schema: ValueJsonSchema): Coerced {
   switch (schema['type']) {
@@ -15,8 +51,7 @@ function coerceScalar(text: string, schema: ValueJsonSchema): Coerced {
       return { ok: false, reason: `cannot read ${JSON.stringify(text)} as a boolean (${COERCION_RULES})` };
     case 'integer':
     case 'number':
-      if (DECIMAL.test(text)) return { ok: true, value: Number(text) };
-      return { ok: false, reason: `cannot read ${JSON.stringify(text)} as a number (${COERCION_RULES})` };
+      return coerceNumber(text, schema);
     default:
       return { ok: true, value: text };
   }

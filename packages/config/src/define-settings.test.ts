@@ -239,6 +239,33 @@ describe('resolve: errors name each setting as it was written', () => {
   });
 });
 
+describe('resolve: a number from env or argv is the number written', () => {
+  it('refuses one with more digits than a number keeps, or an integer past 2^53 − 1, naming the variable or flag', () => {
+    const error = thrown(
+      () =>
+        defineSettings([routerGroup]).resolve({
+          env: { KVREUSE_ROUTER_MINIMUM_ESTIMATED_TTFT_SAVING_MS: '0.99999999999999999' },
+          argv: ['--router-minimum-transfer-prefix-blocks', '9007199254740993'],
+        }),
+      InvalidSettingError,
+    );
+    expect(error.invalid.map(({ setting, source, reason }) => [setting, source, reason])).toEqual([
+      [
+        'router.minimumEstimatedTtftSavingMs',
+        { source: 'env', variable: 'KVREUSE_ROUTER_MINIMUM_ESTIMATED_TTFT_SAVING_MS' },
+        expect.stringContaining('cannot read "0.99999999999999999" as a number without changing it: it would be 1 '),
+      ],
+      [
+        'router.minimumTransferPrefixBlocks',
+        { source: 'argv', flag: '--router-minimum-transfer-prefix-blocks' },
+        expect.stringContaining(
+          'cannot read "9007199254740993" as a number without changing it: it would be 9007199254740992 ',
+        ),
+      ],
+    ]);
+  });
+});
+
 describe('resolve: options checked whole', () => {
   it('refuses a misspelt option naming the closest, even from safeResolve (a programmer error)', () => {
     const error = thrown(() => defineSettings([routerGroup]).safeResolve({ args: [] } as never), ResolveOptionsError);
