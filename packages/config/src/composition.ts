@@ -1,5 +1,5 @@
 import { describeGroup, type GroupDescription, type RuleDescription, type SettingDescription } from './descriptions.js';
-import type { GroupRule, SettingsGroup } from './group.js';
+import { ruleHolds, type GroupRule, type SettingsGroup } from './group.js';
 
 /** What resolution does with a setting of a group the process did not compose. */
 export type ForeignGroupsPolicy = 'error' | 'ignore';
@@ -36,7 +36,7 @@ export function compose(groups: readonly SettingsGroup[], foreignGroups: Foreign
       group.rules.map((rule, ruleIndex) => ({
         group: group.name,
         description: described[index]?.rules[ruleIndex] as RuleDescription,
-        holds: (values: Parameters<GroupRule['holds']>[0]) => rule.holds(values),
+        holds: (values: Parameters<GroupRule['holds']>[0]) => ruleHolds(group.name, rule, values),
       })),
     ),
     byPath: indexBy('path'),

@@ -1,7 +1,15 @@
 import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { thrown } from '../test/thrown.js';
 import { defineSettings } from './define-settings.js';
-import { InvalidCompositionError, InvalidSettingError, ResolveOptionsError, UnknownSettingError } from './errors.js';
+import {
+  InvalidCompositionError,
+  InvalidGroupError,
+  InvalidSettingError,
+  ResolveOptionsError,
+  UnknownSettingError,
+} from './errors.js';
+import { defineGroup } from './group.js';
 import { allSampleGroups, frontendGroup, routerGroup, transportGroup } from '../test/sample-groups.js';
 
 /** What a newer process writes into the shared file, environment and argv: a group this one has never heard of. */
@@ -262,6 +270,38 @@ describe('resolve: a number from env or argv is the number written', () => {
           'cannot read "9007199254740993" as a number without changing it: it would be 9007199254740992 ',
         ),
       ],
+    ]);
+  });
+});
+
+describe('resolve: a rule that throws', () => {
+  it('is a broken group, not a broken setting: InvalidGroupError naming the rule, even from safeResolve', () => {
+    const failure = new RangeError('parts past 8 are not written yet');
+    const ratioGroup = defineGroup('ratio', {
+      description: 'd',
+      settings: { part: { schema: z.int().min(1), default: 1, description: 'part' } },
+      rules: [
+        {
+          setting: 'part',
+          related: [],
+          rule: 'ratio.part divides 8',
+          why: 'w',
+          holds: ({ part }) => {
+            if (part > 8) throw failure;
+            return 8 % part === 0;
+          },
+        },
+      ],
+    });
+    const error = thrown(
+      () => defineSettings([ratioGroup]).safeResolve({ argv: ['--ratio-part', '16'] }),
+      InvalidGroupError,
+    );
+    expect([error.code, error.group, error.problems, error.cause]).toEqual([
+      'INVALID_GROUP',
+      'ratio',
+      ['rule ratio.part divides 8 threw instead of answering: parts past 8 are not written yet'],
+      failure,
     ]);
   });
 });

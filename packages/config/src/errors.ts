@@ -197,14 +197,17 @@ export class ResolveOptionsError extends KvreuseTypeError<ConfigErrorCode> {
   }
 }
 
-/** A `defineGroup` declaration that cannot make a group; every problem is listed. */
+/**
+ * A `defineGroup` declaration that cannot make a group, every problem listed; or a rule of a group that
+ * throws instead of answering, when its group is defined or resolved (what it threw is the `cause`).
+ */
 export class InvalidGroupError extends KvreuseTypeError<ConfigErrorCode> {
   readonly code = 'INVALID_GROUP';
   readonly group: string;
   readonly problems: readonly string[];
 
-  constructor(group: string, problems: readonly string[]) {
-    super(`defineGroup ${group}: ${problems.join('; ')}`);
+  constructor(group: string, problems: readonly string[], options?: ErrorOptions) {
+    super(`defineGroup ${group}: ${problems.join('; ')}`, options);
     this.name = 'InvalidGroupError';
     this.group = group;
     this.problems = problems;

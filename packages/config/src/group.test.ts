@@ -117,4 +117,30 @@ describe('defineGroup', () => {
     );
     expect(broken.problems).toEqual(['the defaults break rule pair.high ≥ pair.low']);
   });
+
+  it('refuses a rule that throws on the defaults, naming the rule, with what it threw as the cause', () => {
+    const failure = new RangeError('no ratio of zero');
+    const error = groupError(() =>
+      defineGroup('ratio', {
+        description: 'd',
+        settings: { part: { schema: z.int(), default: 0, description: 'part' } },
+        rules: [
+          {
+            setting: 'part',
+            related: [],
+            rule: 'ratio.part divides 8',
+            why: 'w',
+            holds: () => {
+              throw failure;
+            },
+          },
+        ],
+      }),
+    );
+    expect([error.group, error.problems, error.cause]).toEqual([
+      'ratio',
+      ['rule ratio.part divides 8 threw instead of answering: no ratio of zero'],
+      failure,
+    ]);
+  });
 });

@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import { describeValue } from '@kvreuse/errors';
 import { InvalidGroupError, isRecord } from './errors.js';
 
 /** One setting, declared once; its file key, flag, variable, help and docs are derived from it. */
@@ -117,6 +118,23 @@ function problemsOf(name: unknown, declaration: unknown): string[] {
   return problems;
 }
 
+/**
+ * Whether `rule` holds for `values` of `group`. A rule that throws is a broken declaration, not a broken
+ * setting: `InvalidGroupError` naming the rule, with what it threw as the cause.
+ */
+export function ruleHolds<Schemas extends Readonly<Record<string, z.ZodType>>>(
+  group: string,
+  rule: GroupRule<Schemas>,
+  values: GroupValues<Schemas>,
+): boolean {
+  try {
+    return rule.holds(values);
+  } catch (cause) {
+    const thrown = cause instanceof Error ? cause.message : describeValue(cause);
+    throw new InvalidGroupError(group, [`rule ${rule.rule} threw instead of answering: ${thrown}`], { cause });
+  }
+}
+
 function defaultsOf(settings: Readonly<Record<string, SettingDeclaration>>): Readonly<Record<string, unknown>> {
   return Object.fromEntries(Object.entries(settings).map(([name, setting]) => [name, setting.default]));
 }
@@ -135,7 +153,7 @@ export function defineGroup<const Name extends string, Schemas extends Readonly<
   if (problems.length === 0) {
     const defaults = defaultsOf(declaration.settings) as GroupValues<Schemas>;
     for (const rule of declaration.rules ?? []) {
-      if (!rule.holds(defaults)) problems.push(`the defaults break rule ${rule.rule}`);
+      if (!ruleHolds(String(name), rule, defaults)) problems.push(`the defaults break rule ${rule.rule}`);
     }
   }
   if (problems.length > 0) throw new InvalidGroupError(String(name), problems);
