@@ -1,5 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { composed, machineCapabilities, settingsFor, vramCapabilities, workerOf, workersOf } from '../test/support.js';
+import {
+  composed,
+  composedWithoutDrain,
+  machineCapabilities,
+  settingsFor,
+  vramCapabilities,
+  workerOf,
+  workersOf,
+} from '../test/support.js';
 import type { Worker } from '@kvreuse/descriptors';
 import { admit, type AdmissionFacts } from './admit.js';
 import { builtInProfile, builtInProfiles } from './built-in.js';
@@ -206,6 +214,19 @@ describe('admit: every refusal names the profile field, the expected and the act
     );
     const met = settingsFor(strict, { reuse: true }, ['--discovery-backend=etcd']);
     expect(admit(strict, factsFor(strict, { settings: met }))).toEqual({ admitted: true });
+  });
+
+  it('checks a profile parsed for another composition against the facts’ composition', () => {
+    const forbidsDrain = parseProfile(
+      { ...qwen, name: 'qwen-no-fail', settings: { forbidden: { 'drain.failedLoadPolicy': ['fail'] } } },
+      { settings: composed },
+    );
+    expect(() => admit(forbidsDrain, factsFor(forbidsDrain, { composition: composedWithoutDrain }))).toThrow(
+      expect.objectContaining({
+        code: 'INVALID_PROFILE',
+        issues: [expect.objectContaining({ path: 'settings.forbidden["drain.failedLoadPolicy"]' })],
+      }),
+    );
   });
 
   it('reports every contradiction at once, process-wide ones first', () => {

@@ -50,7 +50,7 @@ export interface AdmissionFacts {
   readonly capabilities: NativeCapabilities;
   /** The process's resolved settings (`resolve` of its composition, `defineSettings(groups)` of `@kvreuse/config`). */
   readonly settings: AdmissionSettings;
-  /** The composition the settings were resolved with (`defineSettings(groups)` of `@kvreuse/config`): a profile not parsed yet is checked against it. */
+  /** The composition the settings were resolved with (`defineSettings(groups)` of `@kvreuse/config`): a profile not parsed against this very composition is checked against it. */
   readonly composition: SettingsComposition;
   /**
    * The block hash function the workers and routers hash with; by default the one of the installed

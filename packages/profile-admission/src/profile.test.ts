@@ -1,5 +1,5 @@
 import { geometryDigest, referenceGeometries } from '@kvreuse/descriptors';
-import { composed } from '../test/support.js';
+import { composed, composedWithoutDrain } from '../test/support.js';
 import { describe, expect, it } from 'vitest';
 import { InvalidProfileError } from './errors.js';
 import {
@@ -213,6 +213,20 @@ describe('parseProfile', () => {
         issues: [expect.objectContaining({ path: 'geometryDigest' })],
       }),
     );
+  });
+
+  it('re-checks a profile it produced for another composition against the one given', () => {
+    const forDrain = parseProfile(valid(), { settings: composed });
+    expect(() => checkedProfile(forDrain, composedWithoutDrain)).toThrow(
+      expect.objectContaining({
+        code: 'INVALID_PROFILE',
+        issues: [expect.objectContaining({ path: 'settings.forbidden["drain.failedLoadPolicy"]' })],
+      }),
+    );
+    const withoutDrain = parseProfile({ ...valid(), settings: {} }, { settings: composed });
+    const rechecked = checkedProfile(withoutDrain, composedWithoutDrain);
+    expect(rechecked).toEqual(withoutDrain);
+    expect(checkedProfile(rechecked, composedWithoutDrain)).toBe(rechecked);
   });
 });
 

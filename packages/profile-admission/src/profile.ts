@@ -334,8 +334,11 @@ function frozenCopy<T>(value: T): T {
   return Object.freeze(Object.fromEntries(entries)) as T;
 }
 
-/** Every profile the parser produced: frozen, so it still holds what was checked. */
-const parsedProfiles = new WeakSet<Profile>();
+/**
+ * Every profile the parser produced, with the composition it was checked against: frozen, so it still
+ * holds what was checked, but only against that composition's settings.
+ */
+const checkedAgainst = new WeakMap<Profile, SettingsComposition>();
 
 export type SafeParseProfileResult =
   { readonly success: true; readonly data: Profile } | { readonly success: false; readonly error: InvalidProfileError };
@@ -351,7 +354,7 @@ export function safeParseProfile(input: unknown, options: ParseProfileOptions): 
   const result = profileSchemaOf(options.settings).safeParse(input, { reportInput: true });
   if (result.success) {
     const profile = frozenCopy(result.data);
-    parsedProfiles.add(profile);
+    checkedAgainst.set(profile, options.settings);
     return { success: true, data: profile };
   }
   return { success: false, error: new InvalidProfileError(profileIssues(result.error), options.source) };
@@ -365,9 +368,9 @@ export function parseProfile(input: unknown, options: ParseProfileOptions): Prof
 }
 
 /**
- * `profile` itself when the parser produced it; otherwise it is checked like any input against `settings`
- * (throws `InvalidProfileError`).
+ * `profile` itself when the parser produced it for `settings`; otherwise (another composition's profile,
+ * or one made by hand) it is checked like any input against `settings` (throws `InvalidProfileError`).
  */
 export function checkedProfile(profile: Profile, settings: SettingsComposition): Profile {
-  return parsedProfiles.has(profile) ? profile : parseProfile(profile, { settings });
+  return checkedAgainst.get(profile) === settings ? profile : parseProfile(profile, { settings });
 }

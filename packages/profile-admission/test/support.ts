@@ -51,6 +51,9 @@ const groups = [routerGroup, transportGroup, discoveryGroup, drainGroup, invento
 export const composed = defineSettings(groups);
 export type TestSettings = SettingsOf<typeof groups>;
 
+/** Another process's composition: the same groups but drain's, so a profile naming a drain setting is not one of its profiles. */
+export const composedWithoutDrain = defineSettings(groups.filter((group) => group !== drainGroup));
+
 /** This machine's native library, as it reports itself (no GPU: vram is not supported). */
 export const machineCapabilities: NativeCapabilities = loadTransport().capabilities();
 
