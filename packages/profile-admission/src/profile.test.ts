@@ -108,6 +108,24 @@ describe('parseProfile', () => {
     );
   });
 
+  it('refuses a description or a model id that is too long or holds control characters', () => {
+    expect(issuesOf({ ...valid(), description: 'd'.repeat(1025), modelId: 'm'.repeat(257) })).toEqual([
+      'description: must be at most 1024 characters',
+      'modelId: must be at most 256 characters',
+    ]);
+    const control = 'must hold no control characters (a line break, an escape sequence)';
+    expect(issuesOf({ ...valid(), description: 'fast\nreuse', modelId: '\u001b[31mQwen/Qwen3-0.6B' })).toEqual([
+      `description: ${control}`,
+      `modelId: ${control}`,
+    ]);
+    expect(issuesOf({ ...valid(), modelId: 'Qwen/\u009bQwen3' })).toEqual([`modelId: ${control}`]);
+    const longest = parseProfile(
+      { ...valid(), description: 'd'.repeat(1024), modelId: 'm'.repeat(256) },
+      { settings: composed },
+    );
+    expect([longest.description?.length, longest.modelId.length]).toEqual([1024, 256]);
+  });
+
   it('refuses a profile that declares no role', () => {
     expect(issuesOf({ ...valid(), roles: {} })).toEqual([
       'roles: must declare at least one of prefill, decode, aggregated',

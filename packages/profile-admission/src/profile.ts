@@ -84,6 +84,13 @@ function settingsByPath(composition: SettingsComposition): SettingsByPath {
   return byPath;
 }
 
+/** Words a profile shows an operator: one line of text, without control characters (C0, DEL, C1). */
+const shownText = (maxLength: number) =>
+  z
+    .string()
+    .max(maxLength, `must be at most ${maxLength} characters`)
+    .regex(/^[^\u0000-\u001f\u007f-\u009f]*$/, 'must hold no control characters (a line break, an escape sequence)');
+
 const profileFields = z.strictObject({
   schemaVersion: z.literal(profileSchemaVersions),
   /** How operators name it (`profile.name`): lowercase letters, digits, `.`, `_` and `-`. */
@@ -95,9 +102,9 @@ const profileFields = z.strictObject({
     ),
   /** The profile's own revision, raised whenever its content changes. */
   version: positiveInteger,
-  description: z.string().optional(),
+  description: shownText(1024).optional(),
   /** The model served, as its hub names it (`Qwen/Qwen3-0.6B`). */
-  modelId: z.string().min(1),
+  modelId: shownText(256).min(1),
   geometry: geometrySchema,
   /** `geometryDigest(geometry)` of `@kvreuse/descriptors`: stated so that a reader sees which digest workers must publish. */
   geometryDigest: z.string().regex(/^[0-9a-f]{64}$/, 'must be 64 lowercase hex digits'),
