@@ -169,6 +169,19 @@ describe('parseProfile', () => {
     );
   });
 
+  it('refuses a setting named __proto__, which the record parser would leave out without a word', () => {
+    const named = JSON.parse('{ "__proto__": true, "router.enableDecodeToPrefillReuse": true }') as never;
+    const forbidden = JSON.parse('{ "__proto__": [1] }') as never;
+    expect(issuesOf({ ...valid(), settings: { required: named, forbidden } })).toEqual([
+      'settings.required.__proto__: is not a setting of this process (settings are named by their code path, such as router.enableDecodeToPrefillReuse)',
+      'settings.forbidden.__proto__: is not a setting of this process (settings are named by their code path, such as transport.backend)',
+    ]);
+    expect(issuesOf({ ...valid(), version: 0, settings: { required: named } })).toEqual([
+      'version: Too small: expected number to be >=1',
+      'settings.required.__proto__: is not a setting of this process (settings are named by their code path, such as router.enableDecodeToPrefillReuse)',
+    ]);
+  });
+
   it('gives the value found at each path', () => {
     const result = safeParseProfile(
       {

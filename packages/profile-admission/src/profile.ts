@@ -260,6 +260,12 @@ function profileRuleViolations(profile: Profile, byPath: SettingsByPath): RuleVi
   return violations;
 }
 
+/** The rule a name in `settings.required` or `settings.forbidden` breaks when no setting of the composition has it. */
+function notASetting(list: 'required' | 'forbidden'): string {
+  const example = list === 'required' ? 'router.enableDecodeToPrefillReuse' : 'transport.backend';
+  return `is not a setting of this process (settings are named by their code path, such as ${example})`;
+}
+
 /** The rules of the pinned and forbidden settings: known settings, valid values, no contradicting pins. */
 function settingsRuleViolations(profile: Profile, byPath: SettingsByPath): RuleViolation[] {
   const violations: RuleViolation[] = [];
@@ -271,11 +277,7 @@ function settingsRuleViolations(profile: Profile, byPath: SettingsByPath): RuleV
     const list = entry.field.startsWith('settings.') ? ['settings', 'required', entry.setting] : [];
     const setting = byPath.get(entry.setting);
     if (setting === undefined) {
-      report(
-        list,
-        entry.value,
-        `is not a setting of this process (settings are named by their code path, such as router.enableDecodeToPrefillReuse)`,
-      );
+      report(list, entry.value, notASetting('required'));
       continue;
     }
     const parsed = setting.schema.safeParse(entry.value);
@@ -293,11 +295,7 @@ function settingsRuleViolations(profile: Profile, byPath: SettingsByPath): RuleV
   for (const [name, values] of Object.entries(profile.settings.forbidden)) {
     const setting = byPath.get(name);
     if (setting === undefined) {
-      report(
-        ['settings', 'forbidden', name],
-        values,
-        'is not a setting of this process (settings are named by their code path, such as transport.backend)',
-      );
+      report(['settings', 'forbidden', name], values, notASetting('forbidden'));
       continue;
     }
     values.forEach((value, index) => {
@@ -316,9 +314,10 @@ function settingsRuleViolations(profile: Profile, byPath: SettingsByPath): RuleV
   return violations;
 }
 
+const pathOf = (path: readonly PropertyKey[]): string => (path.length === 0 ? '(root)' : z.core.toDotPath(path));
+
 /** Every issue as the path of the problem (`roles.decode.tpSize`, `settings.required["router.x"]`), its value and the rule. */
 function profileIssues(error: z.ZodError): ProfileIssue[] {
-  const pathOf = (path: readonly PropertyKey[]): string => (path.length === 0 ? '(root)' : z.core.toDotPath(path));
   return error.issues.flatMap((issue) =>
     // An unrecognized key is reported on its parent object; name each key itself.
     issue.code === 'unrecognized_keys'
@@ -329,6 +328,22 @@ function profileIssues(error: z.ZodError): ProfileIssue[] {
         }))
       : [{ path: pathOf(issue.path), value: issue.input, rule: issue.message }],
   );
+}
+
+const isPlainRecord = (value: unknown): value is Readonly<Record<string, unknown>> =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/**
+ * A setting named `__proto__` in `settings.required` or `settings.forbidden`, refused as a name no
+ * setting has: zod's records leave that key out of what they parse without a word.
+ */
+function protoSettingIssues(input: unknown): ProfileIssue[] {
+  const settings = isPlainRecord(input) ? input['settings'] : undefined;
+  return (['required', 'forbidden'] as const).flatMap((list) => {
+    const named = isPlainRecord(settings) ? settings[list] : undefined;
+    if (!isPlainRecord(named) || !Object.hasOwn(named, '__proto__')) return [];
+    return [{ path: pathOf(['settings', list, '__proto__']), value: named['__proto__'], rule: notASetting(list) }];
+  });
 }
 
 /** A frozen copy of the arrays and plain objects in `value`: the parser passes pinned values through as given. */
@@ -359,12 +374,12 @@ export type SafeParseProfileResult =
 export function safeParseProfile(input: unknown, options: ParseProfileOptions): SafeParseProfileResult {
   checkProfileOptions(options);
   const result = profileSchemaOf(options.settings).safeParse(input, { reportInput: true });
-  if (result.success) {
-    const profile = frozenCopy(result.data);
-    checkedAgainst.set(profile, options.settings);
-    return { success: true, data: profile };
-  }
-  return { success: false, error: new InvalidProfileError(profileIssues(result.error), options.source) };
+  const issues = [...(result.success ? [] : profileIssues(result.error)), ...protoSettingIssues(input)];
+  if (!result.success || issues.length > 0)
+    return { success: false, error: new InvalidProfileError(issues, options.source) };
+  const profile = frozenCopy(result.data);
+  checkedAgainst.set(profile, options.settings);
+  return { success: true, data: profile };
 }
 
 /** `safeParseProfile` that throws its `InvalidProfileError`. */
