@@ -274,6 +274,22 @@ describe('resolve: a number from env or argv is the number written', () => {
   });
 });
 
+describe('resolve: keys an object would take for its own machinery', () => {
+  it('refuses __proto__, constructor and prototype in a YAML or JSON file as unknown names, never leaving one out', () => {
+    const settings = defineSettings([routerGroup]);
+    const names = (file: { text: string; format: 'yaml' | 'json' }) =>
+      thrown(() => settings.resolve({ file }), UnknownSettingError).unknown.map(({ name }) => name);
+    expect(names({ text: 'router:\n  __proto__: 5\n  constructor: 5\n  prototype: 5\n', format: 'yaml' })).toEqual([
+      'router.__proto__',
+      'router.constructor',
+      'router.prototype',
+    ]);
+    expect(
+      names({ text: '{ "__proto__": { "router": 5 }, "constructor": 1, "prototype": 1 }', format: 'json' }),
+    ).toEqual(['__proto__', 'constructor', 'prototype']);
+  });
+});
+
 describe('resolve: a rule that throws', () => {
   it('is a broken group, not a broken setting: InvalidGroupError naming the rule, even from safeResolve', () => {
     const failure = new RangeError('parts past 8 are not written yet');
