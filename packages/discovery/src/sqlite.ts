@@ -341,7 +341,7 @@ function openDatabase(path: string, fileMode: number, busyTimeoutMs: number): Op
       throw new DiscoveryUnavailableError('sqlite', 'open', undefined, { cause: error, location: path });
     }
     try {
-      // Before anything is written, the journal mode included.
+      // Before anything is written, the journal mode included; again under the write lock below.
       checkDiscoveryFile(db, path);
       enterWalMode(db, busyTimeoutMs);
       db.pragma('synchronous = NORMAL');
@@ -353,6 +353,8 @@ function openDatabase(path: string, fileMode: number, busyTimeoutMs: number): Op
       const stillThere = connected
         .transaction(() => {
           if (!sameFile(fileAt(path), identity)) return false;
+          // A newer version (or something else) may have written the file since it was first checked.
+          checkDiscoveryFile(connected, path);
           const writtenFirst = hasDiscoverySchema(connected);
           connected.exec(discoverySchema);
           // This connection's own writes leave its data version as it is: the creator's stays its claim.

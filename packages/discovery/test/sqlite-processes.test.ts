@@ -118,7 +118,8 @@ test('a watcher is told when it cannot read the file, and catches up when it can
 test('a new file opened while another process is writing it waits for that write, and ends in WAL mode', async () => {
   const path = join(dir, 'opened-while-written.db');
   // Another process holds a write transaction on a new file not yet in WAL mode, as a process creating the
-  // schema does when several open one file together; SQLite refuses the switch to WAL at once meanwhile.
+  // schema does when several open one file together; SQLite refuses the switch to WAL at once meanwhile. It
+  // creates discovery's own meta table: a table of another name would make the file another program's.
   const holder = spawn(
     process.execPath,
     [
@@ -126,7 +127,7 @@ test('a new file opened while another process is writing it waits for that write
       '-e',
       `import Database from 'better-sqlite3';
        const db = new Database(process.env.DISCOVERY_FILE);
-       db.exec('BEGIN IMMEDIATE; CREATE TABLE holder (x)');
+       db.exec('BEGIN IMMEDIATE; CREATE TABLE meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID');
        process.stdout.write('holding\\n');
        process.stdin.once('data', () => setTimeout(() => { db.exec('COMMIT'); db.close(); }, 300));`,
     ],

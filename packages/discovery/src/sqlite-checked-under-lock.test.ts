@@ -1,0 +1,101 @@
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
+import { betterSqlite3 } from './drivers.js';
+import { DiscoveryFileError, DiscoveryFileVersionError } from './errors.js';
+import { discoverySchema, openSqliteDiscovery } from './sqlite.js';
+
+// What another process writes to the file after an opening checked it and before it takes the write lock,
+// forced by running it inside the opening's switch to WAL mode, which comes between the two.
+const afterWalMode = new Map<string, () => void>();
+
+vi.mock('./drivers.js', async (importOriginal) => {
+  const actual = await importOriginal<typeof import('./drivers.js')>();
+  const Driver = actual.betterSqlite3();
+  class HookedDriver extends Driver {
+    override pragma(source: string, options?: Parameters<InstanceType<typeof Driver>['pragma']>[1]): unknown {
+      const result = super.pragma(source, options);
+      if (source === 'journal_mode = WAL') {
+        const hook = afterWalMode.get(this.name);
+        afterWalMode.delete(this.name);
+        hook?.();
+      }
+      return result;
+    }
+  }
+  return { ...actual, betterSqlite3: () => HookedDriver };
+});
+
+const Database = betterSqlite3();
+const dir = mkdtempSync(join(tmpdir(), 'kvreuse-sqlite-under-lock-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+afterEach(() => expect(afterWalMode.size).toBe(0));
+
+/** Runs `sql` on the file at `path` through a connection of its own, as another process would. */
+function writeAsAnother(path: string, sql: string): void {
+  const db = new Database(path, { fileMustExist: true });
+  try {
+    db.exec(sql);
+  } finally {
+    db.close();
+  }
+}
+
+/** The file's schema version and the tables it holds, read through a connection of its own. */
+function contentsOf(path: string): { version: number; tables: string[]; meta: string[] } {
+  const db = new Database(path, { fileMustExist: true, readonly: true });
+  try {
+    return {
+      version: db.pragma('user_version', { simple: true }) as number,
+      tables: db.prepare<[], string>("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name").pluck().all(),
+      meta: db.prepare<[], string>('SELECT name FROM meta ORDER BY name').pluck().all(),
+    };
+  } finally {
+    db.close();
+  }
+}
+
+const newerSchema = `${discoverySchema} CREATE TABLE IF NOT EXISTS shards (id INTEGER PRIMARY KEY); PRAGMA user_version = 2;`;
+
+describe('a SQLite discovery file changed between its opening’s first check and its write lock', () => {
+  it('is refused as newer, untouched, when a newer version upgraded the file this opening found', async () => {
+    const path = join(dir, 'upgraded.sqlite');
+    await openSqliteDiscovery(path).close();
+    afterWalMode.set(path, () => writeAsAnother(path, newerSchema));
+
+    expect(() => openSqliteDiscovery(path)).toThrow(
+      expect.objectContaining({ constructor: DiscoveryFileVersionError, location: path, version: 2, knownVersion: 1 }),
+    );
+    expect(contentsOf(path)).toEqual({
+      version: 2,
+      tables: ['clock', 'events', 'kv', 'leases', 'meta', 'shards', 'sqlite_sequence'],
+      meta: ['compacted', 'revision'],
+    });
+  });
+
+  it('is refused as newer, and kept, when a newer version wrote its schema into the file this opening created', () => {
+    const path = join(dir, 'created.sqlite');
+    afterWalMode.set(path, () => writeAsAnother(path, newerSchema));
+
+    expect(() => openSqliteDiscovery(path)).toThrow(
+      expect.objectContaining({ constructor: DiscoveryFileVersionError, location: path, version: 2 }),
+    );
+    expect(existsSync(path)).toBe(true);
+    expect(contentsOf(path).version).toBe(2);
+  });
+
+  it('is refused as the database of something else when another program added its tables', async () => {
+    const path = join(dir, 'taken-over.sqlite');
+    await openSqliteDiscovery(path).close();
+    afterWalMode.set(path, () => writeAsAnother(path, 'CREATE TABLE users (id INTEGER PRIMARY KEY)'));
+
+    expect(() => openSqliteDiscovery(path)).toThrow(
+      expect.objectContaining({
+        constructor: DiscoveryFileError,
+        message: `sqlite discovery at ${path}: a SQLite database of something else (its tables: users), not a discovery database; nothing in it was changed`,
+      }),
+    );
+    expect(contentsOf(path).meta).toEqual(['compacted', 'revision']);
+  });
+});
