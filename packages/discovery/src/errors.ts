@@ -203,6 +203,29 @@ export class DiscoveryUnavailableError extends DiscoveryError {
   }
 }
 
+/**
+ * A SQLite store's operation that waited `busyTimeoutMs` for the file's write lock while another writer (another
+ * store on the file, most often in another process) held it all that time: nothing of the operation was written.
+ * Retried once that writer lets go, or with a longer `busyTimeoutMs`, it goes through. A `DiscoveryUnavailableError`
+ * of its own kind, with the file's `location`.
+ */
+export class DiscoveryLockHeldError extends DiscoveryUnavailableError {
+  declare readonly location: string;
+  constructor(
+    operation: string,
+    key: string | undefined,
+    location: string,
+    readonly busyTimeoutMs: number,
+    options?: ErrorOptions,
+  ) {
+    super('sqlite', operation, key, {
+      ...options,
+      location,
+      why: `another writer held the file's write lock for longer than busyTimeoutMs (${busyTimeoutMs} ms); nothing was written`,
+    });
+  }
+}
+
 /** A file a store was told to read (a certificate, a private key, a password) is missing, unreadable or empty. */
 export class DiscoveryCredentialsFileError extends DiscoveryError {
   readonly code = 'DISCOVERY_CREDENTIALS_FILE_UNREADABLE';

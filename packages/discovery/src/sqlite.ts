@@ -10,6 +10,7 @@ import {
   DiscoveryError,
   DiscoveryFileError,
   DiscoveryFileVersionError,
+  DiscoveryLockHeldError,
 } from './errors.js';
 import {
   checkCompactRevision,
@@ -198,6 +199,22 @@ function writtenByOthers(db: Database.Database, creatorVersion: number | undefin
 const sqliteCode = (error: unknown): unknown => (error as { code?: unknown } | null)?.code;
 
 /**
+ * What the store at `path` reports for SQLite's `error` in `operation`: SQLITE_BUSY, which SQLite answers once
+ * another connection held the write lock for all of `busyTimeoutMs`, as `DiscoveryLockHeldError`.
+ */
+function sqliteFailure(
+  path: string,
+  operation: string,
+  key: string | undefined,
+  busyTimeoutMs: number,
+  error: unknown,
+): DiscoveryUnavailableError {
+  if (sqliteCode(error) === 'SQLITE_BUSY')
+    return new DiscoveryLockHeldError(operation, key, path, busyTimeoutMs, { cause: error });
+  return new DiscoveryUnavailableError('sqlite', operation, key, { cause: error, location: path });
+}
+
+/**
  * Removes the database file at `path` that `db` created and is connected to, with its side files and
  * `companions`, unless
  * another store has opened it: one connected now holds SQLite's shared lock on the file, so this
@@ -371,7 +388,7 @@ function openDatabase(path: string, fileMode: number, busyTimeoutMs: number): Op
       // SQLite may refuse the file its creator removed meanwhile: the path is opened again.
       if (!file.created && !sameFile(fileAt(path), file.identity)) continue;
       if (error instanceof DiscoveryFileError || error instanceof DiscoveryFileVersionError) throw error;
-      throw new DiscoveryUnavailableError('sqlite', 'open', undefined, { cause: error, location: path });
+      throw sqliteFailure(path, 'open', undefined, busyTimeoutMs, error);
     }
   }
   throw new DiscoveryUnavailableError('sqlite', 'open', undefined, {
@@ -421,6 +438,7 @@ export class SqliteDiscoveryStore implements DiscoveryStore {
   private readonly now: () => number;
   private readonly pollIntervalMs: number;
   private readonly historyRevisions: number;
+  private readonly busyTimeoutMs: number;
   private readonly statements;
   private pollTimer: NodeJS.Timeout | undefined;
   private polledRevision = 0;
@@ -450,9 +468,9 @@ export class SqliteDiscoveryStore implements DiscoveryStore {
     this.clockId = options.clockId ?? bootClockId();
     this.pollIntervalMs = wholeOption(this.backend, 'pollIntervalMs', options.pollIntervalMs, 25);
     this.historyRevisions = wholeOption(this.backend, 'historyRevisions', options.historyRevisions, 10_000);
-    const busyTimeoutMs = wholeOption(this.backend, 'busyTimeoutMs', options.busyTimeoutMs, 5_000);
+    this.busyTimeoutMs = wholeOption(this.backend, 'busyTimeoutMs', options.busyTimeoutMs, 5_000);
     const fileMode = fileModeOption(options.fileMode);
-    const opened = openDatabase(this.path, fileMode, busyTimeoutMs);
+    const opened = openDatabase(this.path, fileMode, this.busyTimeoutMs);
     this.db = opened.db;
     this.createdFile = opened.created;
     this.identity = opened.identity;
@@ -493,7 +511,7 @@ export class SqliteDiscoveryStore implements DiscoveryStore {
       this.write(() => this.adoptClock());
     } catch (error) {
       abandonOpening(this.db, this.path, { identity: this.identity, created: this.createdFile }, this.creatorVersion);
-      throw new DiscoveryUnavailableError(this.backend, 'open', undefined, { cause: error, location: this.path });
+      throw sqliteFailure(this.path, 'open', undefined, this.busyTimeoutMs, error);
     }
     this.hub = new LocalWatchHub({
       currentRevision: () => this.statements.revision.get() ?? 0,
@@ -639,7 +657,7 @@ export class SqliteDiscoveryStore implements DiscoveryStore {
     this.hub.closeAll();
   }
 
-  /** Runs a step after sweeping expired leases; wraps SQLite failures as `DiscoveryUnavailableError`. */
+  /** Runs a step after sweeping expired leases; wraps SQLite failures (`sqliteFailure`). */
   private run<T>(operation: string, key: string | undefined, step: () => T): T {
     if (this.closed) throw new DiscoveryClosedError(this.backend, operation);
     try {
@@ -647,7 +665,7 @@ export class SqliteDiscoveryStore implements DiscoveryStore {
       return step();
     } catch (error) {
       if (error instanceof DiscoveryError) throw error;
-      throw new DiscoveryUnavailableError(this.backend, operation, key, { cause: error, location: this.path });
+      throw sqliteFailure(this.path, operation, key, this.busyTimeoutMs, error);
     }
   }
 
@@ -767,10 +785,7 @@ export class SqliteDiscoveryStore implements DiscoveryStore {
     } catch (error) {
       // The next tick tries again; watchers are told once that their view may be stale.
       if (this.pollFailure === undefined) {
-        this.pollFailure = new DiscoveryUnavailableError(this.backend, 'watch poll', undefined, {
-          cause: error,
-          location: this.path,
-        });
+        this.pollFailure = sqliteFailure(this.path, 'watch poll', undefined, this.busyTimeoutMs, error);
         this.hub.broadcast({ type: 'outage', error: this.pollFailure });
       }
     }
