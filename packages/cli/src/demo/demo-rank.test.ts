@@ -92,3 +92,60 @@ describe('a demo rank whose endpoint fails to open', () => {
     },
   );
 });
+
+/** Makes `method` of `target` do what it does, then reject with `failure`, once. */
+function failAfterwards<T extends object, K extends keyof T>(target: T, method: K, failure: Error): void {
+  const real = (target[method] as () => Promise<unknown>).bind(target);
+  vi.spyOn(target, method as never).mockImplementationOnce((async () => {
+    await real();
+    throw failure;
+  }) as never);
+}
+
+/** What `promise` rejects with; undefined if it resolves. */
+const rejectionOf = (promise: Promise<unknown>): Promise<unknown> =>
+  promise.then(
+    () => undefined,
+    (error: unknown) => error,
+  );
+
+describe('a demo rank whose crash or shutdown has a step that fails', () => {
+  it('crashes on through the rest, its discovery store closed after its agent failed to close, then says so', async () => {
+    const rank = await DemoRank.open(optionsOf('crash-agent-fails'), () => undefined, noHost);
+    const agentFailure = new Error('the agent failed to close');
+    failAfterwards(rank.agent, 'close', agentFailure);
+
+    const crashed = await rejectionOf(rank.crash());
+
+    await expect(rank.discovery.get('/workers/')).rejects.toBeInstanceOf(DiscoveryClosedError);
+    expect(crashed).toEqual(
+      expect.objectContaining({
+        constructor: AggregateError,
+        errors: [agentFailure],
+        message: 'demo rank decode-0 tp0 crash: closing its agent failed: the agent failed to close',
+      }),
+    );
+  });
+
+  it('closes its discovery store after its endpoint’s shutdown failed, then reports both failures in order', async () => {
+    const rank = await DemoRank.open(optionsOf('shutdown-fails'), () => undefined, noHost);
+    const endpointFailure = new Error('the shutdown failed');
+    const discoveryFailure = new Error('the store failed to close');
+    failAfterwards(rank.endpoint, 'close', endpointFailure);
+    failAfterwards(rank.discovery, 'close', discoveryFailure);
+
+    const shutdown = await rejectionOf(rank.close());
+
+    expect(rank.discovery.close).toHaveBeenCalledOnce();
+    await expect(rank.discovery.get('/workers/')).rejects.toBeInstanceOf(DiscoveryClosedError);
+    expect(shutdown).toEqual(
+      expect.objectContaining({
+        constructor: AggregateError,
+        errors: [endpointFailure, discoveryFailure],
+        message:
+          'demo rank decode-0 tp0 shutdown: shutting its endpoint down failed: the shutdown failed; ' +
+          'closing its discovery store failed: the store failed to close',
+      }),
+    );
+  });
+});

@@ -20,6 +20,7 @@ import { releaseBanks, releaseRank } from '@kvreuse/registry';
 import { DemoMessageError } from '../errors.js';
 import { startPublishing } from '../publishing.js';
 import { CrashOnPin } from './crash-on-pin.js';
+import { runEveryStep } from './every-step.js';
 import { handOff } from './hand-off.js';
 import { holdsBlockContent, writeBlockContent } from './kv-content.js';
 import { pullAndRecompute } from './pull.js';
@@ -344,20 +345,34 @@ export class DemoRank {
 
   /**
    * In-process stand-in for SIGKILL (the loopback host's): no drain, no pin released, no publication
-   * withdrawn; the regions go away under any reader and the agent closes.
+   * withdrawn; the regions go away under any reader and the agent closes. Every step runs, whatever the
+   * ones before it threw; their failures come after, together (`runEveryStep`).
    */
   async crash(): Promise<void> {
     const registered = this.endpoint.registered;
-    if (registered !== undefined) await releaseRank(registered);
-    await this.agent.close();
-    await this.discovery.close();
-    await this.endpoint.metricsListener?.close();
+    await runEveryStep(`${this.#name} crash`, [
+      { doing: 'releasing its banks', run: () => (registered === undefined ? undefined : releaseRank(registered)) },
+      { doing: 'closing its agent', run: () => this.agent.close() },
+      { doing: 'closing its discovery store', run: () => this.discovery.close() },
+      { doing: 'closing its metrics listener', run: () => this.endpoint.metricsListener?.close() },
+    ]);
   }
 
-  /** SIGTERM: the endpoint's shutdown, source side first (pins waited for; its metrics listener closed last), then discovery closed. */
+  /**
+   * SIGTERM: the endpoint's shutdown, source side first (pins waited for; its metrics listener closed last), then
+   * discovery closed, whether the shutdown threw or not; their failures come after, together (`runEveryStep`).
+   */
   async close(): Promise<EndpointShutdownResult> {
-    const result = await this.endpoint.close();
-    await this.discovery.close();
-    return result;
+    let result: EndpointShutdownResult | undefined;
+    await runEveryStep(`${this.#name} shutdown`, [
+      { doing: 'shutting its endpoint down', run: async () => (result = await this.endpoint.close()) },
+      { doing: 'closing its discovery store', run: () => this.discovery.close() },
+    ]);
+    return result as EndpointShutdownResult;
+  }
+
+  /** `demo rank decode-0 tp0`, for its errors. */
+  get #name(): string {
+    return `demo rank ${this.options.workerId} tp${this.options.tpRank}`;
   }
 }
