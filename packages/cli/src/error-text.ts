@@ -6,6 +6,9 @@ export function problemLines(error: SettingsError): string[] {
   return items.length === 0 ? [head] : items.map((item) => item.replace(/^\s*- /, ''));
 }
 
+/** An error's message, or what was thrown in words where it is not an Error. */
+export const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error));
+
 /** The frames of a stack: its lines after the message that it repeats. */
 function frames(error: Error): string[] {
   return (error.stack ?? '').split('\n').filter((line) => /^\s+at /.test(line));
@@ -17,7 +20,7 @@ function frames(error: Error): string[] {
  * and each cause with its own frames.
  */
 export function errorText(error: unknown, verbose: boolean): string {
-  const message = error instanceof Error ? error.message : String(error);
+  const message = messageOf(error);
   const code = typeof error === 'object' && error !== null && 'code' in error ? ` [${String(error.code)}]` : '';
   const [headline = '', ...rest] = message.trimEnd().split('\n');
   // A settings error of one problem says it on one line; of more, one line each below the headline.

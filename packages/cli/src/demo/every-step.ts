@@ -1,10 +1,10 @@
+import { messageOf } from '../error-text.js';
+
 /** One step of taking something down: `doing` says what it does, for the error that reports its failure. */
 export interface Step {
   readonly doing: string;
   readonly run: () => unknown;
 }
-
-const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error));
 
 /**
  * Runs every step in turn, each whatever the ones before it threw, so that one failure leaves nothing after it
