@@ -17,8 +17,6 @@ const optionsOf = (incarnation: string): DemoRankOptions => ({
   settings: { ...defaultSettings, discovery: { ...defaultSettings.discovery, backend: 'memory' } },
 });
 
-const refusal = new Error('the endpoint refused to open');
-
 /** What a rank's failed opening opened, with the real closes of what a test made fail to close. */
 interface Opened {
   discovery?: DiscoveryStore;
@@ -30,7 +28,14 @@ interface Opened {
  * The real steps, except an endpoint that refuses to open; `closed` lists what the rank closed, in order.
  * `failing` names what fails to close instead (the test then closes it with `opened`).
  */
-function failingEndpoint(failing?: 'agent' | 'discovery'): { steps: DemoRankSteps; closed: string[]; opened: Opened } {
+function failingEndpoint(failing?: 'agent' | 'discovery'): {
+  steps: DemoRankSteps;
+  refusal: Error;
+  closed: string[];
+  opened: Opened;
+} {
+  // Its own for each rank: a failure to close the store is kept as its cause.
+  const refusal = new Error('the endpoint refused to open');
   const closed: string[] = [];
   const opened: Opened = {};
   const failedClose = (what: string): Promise<never> => Promise.reject(new Error(`the ${what} failed to close`));
@@ -63,14 +68,14 @@ function failingEndpoint(failing?: 'agent' | 'discovery'): { steps: DemoRankStep
     },
     openEndpoint: () => Promise.reject(refusal),
   };
-  return { steps, closed, opened };
+  return { steps, refusal, closed, opened };
 }
 
 const noHost = { crash: () => undefined };
 
 describe('a demo rank whose endpoint fails to open', () => {
   it('closes its agent, then its discovery store, and rejects with the endpoint’s error', async () => {
-    const { steps, closed, opened } = failingEndpoint();
+    const { steps, refusal, closed, opened } = failingEndpoint();
     await expect(DemoRank.open(optionsOf('closes-all'), () => undefined, noHost, steps)).rejects.toBe(refusal);
     expect(closed).toEqual(['agent', 'discovery']);
     await expect(opened.discovery?.get('/workers/')).rejects.toBeInstanceOf(DiscoveryClosedError);
@@ -79,7 +84,7 @@ describe('a demo rank whose endpoint fails to open', () => {
   it.each(['agent', 'discovery'] as const)(
     'rejects with the endpoint’s error, having closed everything, when its %s fails to close',
     async (failing) => {
-      const { steps, closed, opened } = failingEndpoint(failing);
+      const { steps, refusal, closed, opened } = failingEndpoint(failing);
       try {
         await expect(DemoRank.open(optionsOf(`${failing}-fails`), () => undefined, noHost, steps)).rejects.toBe(
           refusal,
