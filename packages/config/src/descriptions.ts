@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { SettingsGroup } from './group.js';
 import { kebabCase, snakeCase, upperSnakeCase } from './names.js';
-import { printable } from './printable.js';
+import { printable } from '@kvreuse/errors';
 
 /** The JSON Schema (draft 2020-12) of one setting's value, as zod generates it. */
 export type ValueJsonSchema = Readonly<Record<string, unknown>>;

@@ -1,5 +1,12 @@
-import { codeOf, describeValue, KvreuseError, KvreuseTypeError, redactCredentials, redactValue } from '@kvreuse/errors';
-import { printable } from './printable.js';
+import {
+  codeOf,
+  describeValue,
+  KvreuseError,
+  KvreuseTypeError,
+  printable,
+  redactCredentials,
+  redactValue,
+} from '@kvreuse/errors';
 
 /** Where a value came from; a file value with the line of its key when the file was read from text. */
 export type Provenance =

@@ -1,7 +1,7 @@
 import { formatValue } from './descriptions.js';
 import { ConfigArgumentError, describeProvenance, isRecord, type Provenance } from './errors.js';
 import { snakeCase } from './names.js';
-import { printable } from './printable.js';
+import { printable } from '@kvreuse/errors';
 import type { IgnoredSetting } from './sources.js';
 
 /** A resolution of any composition, as `resolve` returns it. */

@@ -34,6 +34,12 @@ describe('describeValue', () => {
     expect(describeValue(cycle)).toBe('{"name":"a","self":[circular]}');
   });
 
+  it('escapes control characters in strings and property names, DEL and C1 included', () => {
+    expect(describeValue('a\u001b[31mred\nnext')).toBe('"a\\u001b[31mred\\nnext"');
+    expect(describeValue('del\u007f csi\u009b')).toBe('"del\\u007f csi\\u009b"');
+    expect(describeValue({ 'k\u009b2J': 'v\r' })).toBe('{"k\\u009b2J":"v\\r"}');
+  });
+
   it('shows the first 16 elements or properties of a long array or object, then how many more', () => {
     const numbers = Array.from({ length: 100 }, (_, i) => i);
     expect(describeValue(numbers)).toBe(`[${numbers.slice(0, 16).join(',')},…(84 more)]`);

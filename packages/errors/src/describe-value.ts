@@ -1,3 +1,4 @@
+import { printable } from './printable.js';
 import { redactCredentials } from './redact-credentials.js';
 
 /** Longer strings are cut to this many characters (a key or a path can be huge). */
@@ -6,7 +7,8 @@ const MAX_STRING_LENGTH = 80;
 const MAX_ENTRIES = 16;
 
 /**
- * Renders a value for an error message, as it is: strings quoted (cut at 80 characters), bigints with
+ * Renders a value for an error message, as it is: strings quoted (cut at 80 characters; control
+ * characters escaped, DEL and C1 included, as `printable` escapes them), bigints with
  * `n` (`5n`), NaN and ±Infinity as themselves (JSON would print `null`), byte arrays by their size
  * (`Uint8Array(16 bytes)`), functions as `a function`, and arrays and objects like JSON with the same
  * rules inside (`{"at":NaN,"blocks":[1n]}`, a property that is `undefined` included), past 16
@@ -21,7 +23,7 @@ export function describeValue(value: unknown): string {
 function render(value: unknown, ancestors: readonly object[]): string {
   if (typeof value === 'string') {
     const shown = redactCredentials(value);
-    return JSON.stringify(shown.length > MAX_STRING_LENGTH ? `${shown.slice(0, MAX_STRING_LENGTH)}…` : shown);
+    return quoted(shown.length > MAX_STRING_LENGTH ? `${shown.slice(0, MAX_STRING_LENGTH)}…` : shown);
   }
   if (typeof value === 'bigint') return `${value}n`;
   if (typeof value === 'function') return 'a function';
@@ -33,7 +35,12 @@ function render(value: unknown, ancestors: readonly object[]): string {
   const toJSON: unknown = (value as { toJSON?: unknown }).toJSON;
   if (typeof toJSON === 'function') return render(toJSON.call(value), inside);
   const keys = Object.keys(value);
-  return `{${shown(keys, (key) => `${JSON.stringify(key)}:${render((value as Record<string, unknown>)[key], inside)}`)}}`;
+  return `{${shown(keys, (key) => `${quoted(key)}:${render((value as Record<string, unknown>)[key], inside)}`)}}`;
+}
+
+/** `text` in double quotes, its control characters escaped as JSON escapes them, DEL and C1 included. */
+function quoted(text: string): string {
+  return printable(JSON.stringify(text));
 }
 
 /** The first `MAX_ENTRIES` of `entries` rendered, then how many more there are. */

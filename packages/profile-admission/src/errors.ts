@@ -1,7 +1,7 @@
 // Typed errors of @kvreuse/profile-admission. Each carries a stable `code` and names the field, file,
 // profile or option involved, and the value that was refused.
 import { closestName } from '@kvreuse/config';
-import { describeValue, KvreuseError } from '@kvreuse/errors';
+import { describeValue, KvreuseError, printable } from '@kvreuse/errors';
 
 export type ProfileAdmissionErrorCode =
   'INVALID_PROFILE' | 'PROFILE_FILE_UNREADABLE' | 'UNKNOWN_PROFILE' | 'INVALID_ADMISSION_INPUT';
@@ -24,7 +24,7 @@ export class InvalidProfileError extends ProfileAdmissionError {
     readonly source: string | undefined,
   ) {
     const listed = issues.map((issue) => `${issue.path} = ${describeValue(issue.value)}: ${issue.rule}`).join('; ');
-    super(`invalid deployment profile${source === undefined ? '' : ` in ${source}`}: ${listed}`);
+    super(`invalid deployment profile${source === undefined ? '' : ` in ${printable(source)}`}: ${listed}`);
   }
 }
 
@@ -36,7 +36,7 @@ export class ProfileFileError extends ProfileAdmissionError {
     readonly reason: string,
     options?: ErrorOptions,
   ) {
-    super(`cannot load the deployment profile ${file}: ${reason}`, options);
+    super(`cannot load the deployment profile ${printable(file)}: ${reason}`, options);
   }
 }
 
