@@ -5,6 +5,7 @@
 // decoder then decides, with the same answer or the reason it is malformed.
 import { Decoder } from '@msgpack/msgpack';
 import type { BlockRemoved, BlockStored, EngineBlockHash, EngineEvent, EngineEventBatch } from './engine-event.js';
+import { isBatchTs } from './engine-event.js';
 
 /** Thrown to give up; caught by `readBatch`. */
 const giveUp: unique symbol = Symbol('not on the fast path');
@@ -451,8 +452,7 @@ export function readBatch(reader: Reader, payload: Uint8Array): EngineEventBatch
       }
       rank ??= sglangRank;
     }
-    if (ts === undefined || !Number.isFinite(ts) || ts < 0 || read === undefined || reader.pos !== payload.length)
-      return undefined;
+    if (!isBatchTs(ts) || read === undefined || reader.pos !== payload.length) return undefined;
     return { ts, events: read.events, dataParallelRank: rank, unknownEventTypes: read.unknownEventTypes };
   } catch (error) {
     if (error === giveUp) return undefined;

@@ -1,7 +1,7 @@
 // The shape check of a batch handed to the feed, which need not come from `EngineBatchDecoder`. It runs
 // on every batch a subscriber applies: where a value is named (`batch.events[2].tokenIds[5]`) is put
 // into words only for a value refused.
-import type { EngineEventBatch } from './engine-event.js';
+import { batchTsRule, type EngineEventBatch, isBatchTs } from './engine-event.js';
 import { engineHashRule, isEngineHash } from './engine-hash-index.js';
 import { EngineEventsInputError } from './errors.js';
 
@@ -60,9 +60,7 @@ function checkStored(event: number, fields: Record<string, unknown>): void {
 export function checkEventBatch(batch: EngineEventBatch): void {
   if (batch === null || typeof batch !== 'object')
     throw new EngineEventsInputError('batch', batch, 'a batch is { ts, events, … }');
-  // The subscriber's lag is read from ts: a negative or NaN one would pass for the engine's time.
-  if (typeof batch.ts !== 'number' || !Number.isFinite(batch.ts) || batch.ts < 0)
-    throw new EngineEventsInputError('batch.ts', batch.ts, 'seconds since the Unix epoch, a finite number ≥ 0');
+  if (!isBatchTs(batch.ts)) throw new EngineEventsInputError('batch.ts', batch.ts, batchTsRule);
   if (!Array.isArray(batch.events))
     throw new EngineEventsInputError('batch.events', batch.events, 'events are an array');
   for (let i = 0; i < batch.events.length; i++) {

@@ -2,6 +2,7 @@ import { describeValue } from '@kvreuse/errors';
 import { Decoder } from '@msgpack/msgpack';
 import { Reader, readBatch } from './batch-reader.js';
 import type { BlockRemoved, BlockStored, EngineBlockHash, EngineEvent, EngineEventBatch } from './engine-event.js';
+import { batchTsRule, isBatchTs } from './engine-event.js';
 import { MalformedEngineEventError } from './errors.js';
 
 /** Digest lengths an engine publishes as raw bytes: SHA-256 (32) and xxHash-128 (16). */
@@ -149,8 +150,7 @@ function batchOf(value: unknown): EngineEventBatch {
   const [ts, events, rank] = Array.isArray(value)
     ? value
     : [record['ts'], record['events'], record['data_parallel_rank'] ?? record['attn_dp_rank']];
-  if (typeof ts !== 'number' || !Number.isFinite(ts) || ts < 0)
-    fail('ts', 'ts is seconds since the Unix epoch, a finite number ≥ 0');
+  if (!isBatchTs(ts)) fail('ts', batchTsRule);
   if (!Array.isArray(events)) return fail('events', 'events are an array');
   const decoded: EngineEvent[] = [];
   const unknownEventTypes: string[] = [];
@@ -160,7 +160,7 @@ function batchOf(value: unknown): EngineEventBatch {
     else decoded.push(result);
   });
   return {
-    ts: ts as number,
+    ts,
     events: decoded,
     dataParallelRank: optional(rank, undefined, 'data_parallel_rank', isWhole, 'a rank is a whole number'),
     unknownEventTypes,

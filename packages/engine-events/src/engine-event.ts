@@ -41,6 +41,14 @@ export interface AllBlocksCleared {
 
 export type EngineEvent = BlockStored | BlockRemoved | AllBlocksCleared;
 
+/** What a batch's `ts` must be, worded once for the decoder's refusal and the feed's. */
+export const batchTsRule = 'ts is seconds since the Unix epoch, a finite number ≥ 0';
+
+/** Whether `ts` is a batch's `ts` (`batchTsRule`): the subscriber's lag is read from it, and a negative or NaN one would pass for the engine's time. */
+export function isBatchTs(ts: unknown): ts is number {
+  return typeof ts === 'number' && Number.isFinite(ts) && ts >= 0;
+}
+
 /** One published payload: `[ts, events, data_parallel_rank]` (vLLM) or `[ts, events, attn_dp_rank]` (SGLang). */
 export interface EngineEventBatch {
   /** Seconds since the Unix epoch, when the engine published the batch. */

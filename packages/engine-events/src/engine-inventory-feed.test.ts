@@ -83,8 +83,16 @@ describe('EngineInventoryFeed', () => {
       expect(() => feed.apply('new', malformed as never)).toThrow(refused(argument));
     }
     expect(() => feed.apply('w', { ...batch(stored(2, 3)), ts: -1 })).toThrow(
-      'engine events: batch.ts = -1 is refused: seconds since the Unix epoch, a finite number ≥ 0',
+      'engine events: batch.ts = -1 is refused: ts is seconds since the Unix epoch, a finite number ≥ 0',
     );
+    // Worded as the decoder words its refusal of such a ts (decode-batch.test.ts).
+    for (const ts of [-1.5, Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY])
+      expect(() => feed.apply('w', { ...batch(stored(2, 3)), ts }), `ts ${ts}`).toThrow(
+        expect.objectContaining({
+          argument: 'batch.ts',
+          reason: 'ts is seconds since the Unix epoch, a finite number ≥ 0',
+        }),
+      );
     expect(feed.heldBlocks('w')).toEqual({ gpu: 2, host: 0 });
     expect(feed.kvreuseHashOf('w', vllmIntBlockHash(digests[2]!))).toBeUndefined();
     expect(feed.identity('new')).toBeUndefined();
