@@ -2,7 +2,7 @@ import { TestEngine, type TestEngineOptions } from '@kvreuse-internal/test-engin
 import { blockHashSalt, hashBlockChain, RetainedInventory } from '@kvreuse/inventory';
 import { Gauge, Registry } from 'prom-client';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { Router, Subscriber } from 'zeromq';
+import { Dealer, Router, Subscriber } from 'zeromq';
 import { EngineInventoryFeed } from './engine-inventory-feed.js';
 import {
   EngineEventSubscriber,
@@ -430,6 +430,32 @@ describe('EngineEventSubscriber given an endpoint ZMQ cannot connect to', () => 
       expect(close).toHaveBeenCalledOnce();
     } finally {
       close.mockRestore();
+    }
+  });
+});
+
+describe('EngineEventSubscriber given a replay endpoint ZMQ cannot connect to', () => {
+  it('refuses it, naming it, and leaves no socket open, rather than failing at the first gap', () => {
+    const subscriberClose = vi.spyOn(Subscriber.prototype, 'close');
+    const dealerClose = vi.spyOn(Dealer.prototype, 'close');
+    try {
+      const feed = new EngineInventoryFeed({ inventory: new RetainedInventory(), scheme });
+      // 108 bytes: one more than a unix socket address holds.
+      const replayEndpoint = `ipc:///tmp/${'r'.repeat(103)}`;
+      const options = { endpoint: 'inproc://engine-g', replayEndpoint, workerId: 'engine-g/dp0', feed };
+      expect(() => new EngineEventSubscriber(options)).toThrow(
+        expect.objectContaining({
+          code: 'ENGINE_EVENTS_INVALID_INPUT',
+          argument: 'options.replayEndpoint',
+          value: replayEndpoint,
+          reason: 'ZMQ cannot connect to it: File name too long (ENAMETOOLONG)',
+        }),
+      );
+      expect(subscriberClose).toHaveBeenCalledOnce();
+      expect(dealerClose).toHaveBeenCalledOnce();
+    } finally {
+      subscriberClose.mockRestore();
+      dealerClose.mockRestore();
     }
   });
 });

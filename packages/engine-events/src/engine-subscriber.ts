@@ -112,23 +112,21 @@ export class EngineEventSubscriber {
     this.#counters = freshCounters();
     this.#socket = new Subscriber({ linger: 0 });
     try {
-      this.#socket.connect(options.endpoint);
+      connecting('options.endpoint', options.endpoint, () => this.#socket.connect(options.endpoint));
+      const { replayEndpoint } = options;
+      this.#replay =
+        replayEndpoint === undefined
+          ? undefined
+          : connecting(
+              'options.replayEndpoint',
+              replayEndpoint,
+              () => new ReplayClient(replayEndpoint, options.replayTimeoutMs ?? 5_000),
+            );
     } catch (error) {
       this.#socket.close();
-      throw new EngineEventsInputError(
-        'options.endpoint',
-        options.endpoint,
-        `ZMQ cannot connect to it: ${zmqReason(error)}`,
-        {
-          cause: error,
-        },
-      );
+      throw error;
     }
     this.#socket.subscribe(options.topic ?? '');
-    this.#replay =
-      options.replayEndpoint === undefined
-        ? undefined
-        : new ReplayClient(options.replayEndpoint, options.replayTimeoutMs ?? 5_000);
     this.done = this.#run();
   }
 
@@ -270,6 +268,17 @@ export class EngineEventSubscriber {
         `engine events: onEvent of ${this.#options.workerId} threw on a "${event.kind}" event: ${error instanceof Error ? error.message : String(error)}`,
       );
     }
+  }
+}
+
+/** What `connect` returns; a ZMQ error it throws is refused as `argument`, an endpoint ZMQ cannot connect to. */
+function connecting<T>(argument: string, endpoint: string, connect: () => T): T {
+  try {
+    return connect();
+  } catch (error) {
+    throw new EngineEventsInputError(argument, endpoint, `ZMQ cannot connect to it: ${zmqReason(error)}`, {
+      cause: error,
+    });
   }
 }
 

@@ -34,10 +34,13 @@ function replyOf(frames: Buffer[]): ReplayReply | 'end' {
 export class ReplayClient {
   #dealer: Dealer | undefined;
 
+  /** Connects at once, so that an endpoint ZMQ cannot connect to is thrown here, not at the first gap. */
   constructor(
     readonly endpoint: string,
     private readonly timeoutMs: number,
-  ) {}
+  ) {
+    this.#socket();
+  }
 
   /** Yields every reply up to the end marker; returns false if the publisher stopped answering. */
   async *replay(start: bigint): AsyncGenerator<ReplayReply, boolean> {
@@ -63,8 +66,14 @@ export class ReplayClient {
 
   #socket(): Dealer {
     if (this.#dealer === undefined) {
-      this.#dealer = new Dealer({ receiveTimeout: this.timeoutMs, linger: 0 });
-      this.#dealer.connect(this.endpoint);
+      const dealer = new Dealer({ receiveTimeout: this.timeoutMs, linger: 0 });
+      try {
+        dealer.connect(this.endpoint);
+      } catch (error) {
+        dealer.close();
+        throw error;
+      }
+      this.#dealer = dealer;
     }
     return this.#dealer;
   }
