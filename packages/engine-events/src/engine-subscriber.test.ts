@@ -2,10 +2,12 @@ import { TestEngine, type TestEngineOptions } from '@kvreuse-internal/test-engin
 import { blockHashSalt, hashBlockChain, RetainedInventory } from '@kvreuse/inventory';
 import { Gauge, Registry } from 'prom-client';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { Dealer, Router, Subscriber } from 'zeromq';
+import { Encoder } from '@msgpack/msgpack';
+import { Dealer, Router, Subscriber, XPublisher } from 'zeromq';
 import { EngineInventoryFeed } from './engine-inventory-feed.js';
 import {
   EngineEventSubscriber,
+  type EngineRankSource,
   type EngineSubscriberEvent,
   type EngineSubscriberOptions,
   maxEngineRanks,
@@ -13,6 +15,7 @@ import {
   rankEndpoints,
   subscribeEngineRanks,
 } from './engine-subscriber.js';
+import { sequenceBytes } from './replay-client.js';
 import { registerEngineEventMetrics } from './subscriber-metrics.js';
 import { vllmIntBlockHash } from './vllm-block-hash.js';
 
@@ -542,9 +545,45 @@ describe('rankEndpoints', () => {
 });
 
 describe('subscribeEngineRanks', () => {
+  it('tells onEvent the rank, worker and subscriber each event came from', async () => {
+    // Rank 1 publishes on rank 0's inproc name with `_dp1` appended.
+    const publishers = [new XPublisher({ linger: 0 }), new XPublisher({ linger: 0 })] as const;
+    opened.push(...publishers);
+    await publishers[0].bind('inproc://engine-h');
+    await publishers[1].bind('inproc://engine-h_dp1');
+    const feed = new EngineInventoryFeed({ inventory: new RetainedInventory(), scheme });
+    const seen: [string, EngineRankSource][] = [];
+    let heard = (): void => {};
+    const subscribers = subscribeEngineRanks({
+      engine: 'engine-h',
+      endpoint: 'inproc://engine-h',
+      ranks: 2,
+      feed,
+      onEvent: (event, source) => {
+        seen.push([event.kind, source]);
+        heard();
+      },
+    });
+    opened.push(...subscribers);
+    // An XPUB hears each subscription: once both have theirs, nothing published is dropped.
+    await Promise.all(publishers.map((publisher) => publisher.receive()));
+    const payload = new Encoder().encode([1.5, [], null]);
+    // One rank at a time, rank 1 first: the order onEvent hears them in is the order they were sent in.
+    for (const rank of [1, 0] as const) {
+      const event = new Promise<void>((resolve) => (heard = resolve));
+      await publishers[rank].send(['', sequenceBytes(0n), payload]);
+      await event;
+    }
+    expect(seen).toEqual([
+      ['batch', { rank: 1, workerId: 'engine-h/dp1', subscriber: subscribers[1] }],
+      ['batch', { rank: 0, workerId: 'engine-h/dp0', subscriber: subscribers[0] }],
+    ]);
+  });
+
   it('leaves no rank open when another rank cannot be opened', () => {
-    const connect = vi.spyOn(Subscriber.prototype, 'connect');
-    const close = vi.spyOn(Subscriber.prototype, 'close');
+    // Cleared: vitest hands back the spy an earlier test made, with the calls it saw then.
+    const connect = vi.spyOn(Subscriber.prototype, 'connect').mockClear();
+    const close = vi.spyOn(Subscriber.prototype, 'close').mockClear();
     try {
       const feed = new EngineInventoryFeed({ inventory: new RetainedInventory(), scheme });
       const ranks = { engine: 'engine-b', feed, ranks: 2 };

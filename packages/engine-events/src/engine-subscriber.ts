@@ -361,7 +361,19 @@ export function rankEndpoint(endpoint: string, rank: number): string {
   return rank === 0 ? endpoint : `${match[1]}:${port}`;
 }
 
-export type EngineRanksOptions = Omit<EngineSubscriberOptions, 'workerId' | 'endpoint' | 'replayEndpoint'> & {
+/** Which rank of an engine an event `subscribeEngineRanks` reports came from. */
+export interface EngineRankSource {
+  readonly rank: number;
+  /** `<engine>/dp<rank>`: the inventory worker the rank's events feed. */
+  readonly workerId: string;
+  /** The rank's subscriber, for its `metrics()`. */
+  readonly subscriber: EngineEventSubscriber;
+}
+
+export type EngineRanksOptions = Omit<
+  EngineSubscriberOptions,
+  'workerId' | 'endpoint' | 'replayEndpoint' | 'onEvent'
+> & {
   /** The engine's name: rank r's events are worker `<engine>/dp<r>`'s. */
   readonly engine: string;
   /** Rank 0's PUB endpoint (rank r's is derived as `rankEndpoint` says). */
@@ -370,6 +382,8 @@ export type EngineRanksOptions = Omit<EngineSubscriberOptions, 'workerId' | 'end
   readonly replayEndpoint?: string;
   /** How many data-parallel ranks the engine runs (one publisher each; default 1, at most 1024). */
   readonly ranks?: number;
+  /** Every rank's events as they happen (as `EngineSubscriberOptions.onEvent`), each with the rank it came from. */
+  readonly onEvent?: (event: EngineSubscriberEvent, source: EngineRankSource) => void;
 };
 
 /**
@@ -401,24 +415,30 @@ export function rankEndpoints(endpoint: string, ranks: number): string[] {
 export function subscribeEngineRanks(options: EngineRanksOptions): EngineEventSubscriber[] {
   if (options === null || typeof options !== 'object')
     throw new EngineEventsInputError('options', options, 'options are { engine, endpoint, feed, … }');
-  const { engine, endpoint, replayEndpoint, ranks = 1, ...common } = options;
+  const { engine, endpoint, replayEndpoint, ranks = 1, onEvent, ...common } = options;
   if (typeof engine !== 'string' || engine.length === 0)
     throw new EngineEventsInputError('options.engine', engine, "an engine's name is a non-empty string");
   checkRankCount('options.ranks', ranks);
+  if (onEvent !== undefined && typeof onEvent !== 'function')
+    throw new EngineEventsInputError('options.onEvent', onEvent, 'a function when given');
   // Every rank's endpoints first: a refused one opens nothing.
   const publishers = rankEndpoints(endpoint, ranks);
   const replays = replayEndpoint === undefined ? undefined : rankEndpoints(replayEndpoint, ranks);
   const subscribers: EngineEventSubscriber[] = [];
   try {
-    for (const [rank, endpoint] of publishers.entries())
-      subscribers.push(
-        new EngineEventSubscriber({
-          ...common,
-          workerId: `${engine}/dp${rank}`,
-          endpoint,
-          ...(replays === undefined ? {} : { replayEndpoint: replays[rank]! }),
-        }),
-      );
+    for (const [rank, publisher] of publishers.entries()) {
+      const workerId = `${engine}/dp${rank}`;
+      const subscriber = new EngineEventSubscriber({
+        ...common,
+        workerId,
+        endpoint: publisher,
+        ...(replays === undefined ? {} : { replayEndpoint: replays[rank]! }),
+        // A subscriber reports nothing before its constructor has returned: `source` is there by then.
+        ...(onEvent === undefined ? {} : { onEvent: (event: EngineSubscriberEvent) => onEvent(event, source) }),
+      });
+      const source: EngineRankSource = { rank, workerId, subscriber };
+      subscribers.push(subscriber);
+    }
   } catch (error) {
     for (const subscriber of subscribers) void subscriber.close();
     throw error;

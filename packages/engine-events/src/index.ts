@@ -35,6 +35,7 @@ export {
 } from './engine-inventory-feed.js';
 export {
   EngineEventSubscriber,
+  type EngineRankSource,
   type EngineRanksOptions,
   type EngineSubscriberEvent,
   type EngineSubscriberMetrics,
