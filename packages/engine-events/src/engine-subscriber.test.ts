@@ -590,14 +590,30 @@ describe('subscribeEngineRanks', () => {
       // Rank 1's replay endpoint cannot be derived from rank 0's.
       expect(() =>
         subscribeEngineRanks({ ...ranks, endpoint: 'tcp://127.0.0.1:5557', replayEndpoint: 'udp://x' }),
-      ).toThrow(expect.objectContaining({ code: 'ENGINE_EVENTS_INVALID_INPUT', argument: 'endpoint' }));
+      ).toThrow(
+        expect.objectContaining({
+          code: 'ENGINE_EVENTS_INVALID_INPUT',
+          argument: 'options.replayEndpoint',
+          value: 'udp://x',
+        }),
+      );
       // Rank 1's port would be 65536: no rank is opened.
       expect(() => subscribeEngineRanks({ ...ranks, endpoint: 'tcp://127.0.0.1:65535' })).toThrow(
-        expect.objectContaining({ name: 'RankPortError', rank: 1 }),
+        expect.objectContaining({ name: 'RankPortError', argument: 'options.endpoint', rank: 1 }),
       );
+      expect(() =>
+        subscribeEngineRanks({ ...ranks, endpoint: 'tcp://127.0.0.1:5557', replayEndpoint: 'tcp://127.0.0.1:65535' }),
+      ).toThrow(expect.objectContaining({ name: 'RankPortError', argument: 'options.replayEndpoint', rank: 1 }));
       expect(connect).not.toHaveBeenCalled();
       // Rank 0's ipc path fits a socket address (107 bytes at most), rank 1's (`_dp1` appended) does not.
-      expect(() => subscribeEngineRanks({ ...ranks, endpoint: `ipc:///tmp/${'k'.repeat(99)}` })).toThrow();
+      const endpoint = `ipc:///tmp/${'k'.repeat(99)}`;
+      expect(() => subscribeEngineRanks({ ...ranks, endpoint })).toThrow(
+        expect.objectContaining({
+          argument: 'options.endpoint',
+          value: endpoint,
+          reason: `rank 1 follows ${endpoint}_dp1: ZMQ cannot connect to it: File name too long (ENAMETOOLONG)`,
+        }),
+      );
       expect(connect).toHaveBeenCalled();
       expect(close).toHaveBeenCalledTimes(connect.mock.calls.length);
     } finally {

@@ -349,15 +349,20 @@ function checkOptions(options: EngineSubscriberOptions): void {
  * another shape, and a port that leaves the rank no port (`RankPortError`).
  */
 export function rankEndpoint(endpoint: string, rank: number): string {
+  return endpointOfRank('endpoint', endpoint, rank);
+}
+
+/** `rankEndpoint`, refusing `endpoint` under the name `argument`. */
+function endpointOfRank(argument: string, endpoint: string, rank: number): string {
   if (!Number.isSafeInteger(rank) || rank < 0)
     throw new EngineEventsInputError('rank', rank, 'a data-parallel rank is a whole number ≥ 0');
   if (typeof endpoint === 'string' && /^(?:ipc|inproc):\/\/./.test(endpoint))
     return rank === 0 ? endpoint : `${endpoint}_dp${rank}`;
   const match = typeof endpoint === 'string' ? /^(tcp:\/\/.+):(\d+)$/.exec(endpoint) : null;
   if (match === null)
-    throw new EngineEventsInputError('endpoint', endpoint, 'an endpoint is tcp://host:port, ipc://… or inproc://…');
+    throw new EngineEventsInputError(argument, endpoint, 'an endpoint is tcp://host:port, ipc://… or inproc://…');
   const port = Number(match[2]) + rank;
-  if (port < 1 || port > 65_535) throw new RankPortError(endpoint, rank);
+  if (port < 1 || port > 65_535) throw new RankPortError(endpoint, rank, argument);
   return rank === 0 ? endpoint : `${match[1]}:${port}`;
 }
 
@@ -408,10 +413,18 @@ function checkRankCount(argument: string, ranks: unknown): void {
  */
 export function rankEndpoints(endpoint: string, ranks: number): string[] {
   checkRankCount('ranks', ranks);
-  return Array.from({ length: ranks }, (_, rank) => rankEndpoint(endpoint, rank));
+  return endpointsOfRanks('endpoint', endpoint, ranks);
 }
 
-/** One subscriber per data-parallel rank of an engine. */
+function endpointsOfRanks(argument: string, endpoint: string, ranks: number): string[] {
+  return Array.from({ length: ranks }, (_, rank) => endpointOfRank(argument, endpoint, rank));
+}
+
+/**
+ * One subscriber per data-parallel rank of an engine. An endpoint refused, for any rank, names the
+ * option it derives from (`options.endpoint`, `options.replayEndpoint`) and, when ZMQ cannot connect to
+ * a rank's, the rank; every rank opened before is closed.
+ */
 export function subscribeEngineRanks(options: EngineRanksOptions): EngineEventSubscriber[] {
   if (options === null || typeof options !== 'object')
     throw new EngineEventsInputError('options', options, 'options are { engine, endpoint, feed, … }');
@@ -422,12 +435,13 @@ export function subscribeEngineRanks(options: EngineRanksOptions): EngineEventSu
   if (onEvent !== undefined && typeof onEvent !== 'function')
     throw new EngineEventsInputError('options.onEvent', onEvent, 'a function when given');
   // Every rank's endpoints first: a refused one opens nothing.
-  const publishers = rankEndpoints(endpoint, ranks);
-  const replays = replayEndpoint === undefined ? undefined : rankEndpoints(replayEndpoint, ranks);
+  const publishers = endpointsOfRanks('options.endpoint', endpoint, ranks);
+  const replays =
+    replayEndpoint === undefined ? undefined : endpointsOfRanks('options.replayEndpoint', replayEndpoint, ranks);
   const subscribers: EngineEventSubscriber[] = [];
-  try {
-    for (const [rank, publisher] of publishers.entries()) {
-      const workerId = `${engine}/dp${rank}`;
+  for (const [rank, publisher] of publishers.entries()) {
+    const workerId = `${engine}/dp${rank}`;
+    try {
       const subscriber = new EngineEventSubscriber({
         ...common,
         workerId,
@@ -438,10 +452,21 @@ export function subscribeEngineRanks(options: EngineRanksOptions): EngineEventSu
       });
       const source: EngineRankSource = { rank, workerId, subscriber };
       subscribers.push(subscriber);
+    } catch (error) {
+      for (const subscriber of subscribers) void subscriber.close();
+      throw rankRefusal(rank, options, error);
     }
-  } catch (error) {
-    for (const subscriber of subscribers) void subscriber.close();
-    throw error;
   }
   return subscribers;
+}
+
+/** Rank `rank`'s endpoint refused as ZMQ's refusal of the option it derives from, naming the rank. */
+function rankRefusal(rank: number, options: EngineRanksOptions, error: unknown): unknown {
+  if (!(error instanceof EngineEventsInputError)) return error;
+  const { argument } = error;
+  if (argument !== 'options.endpoint' && argument !== 'options.replayEndpoint') return error;
+  const option = argument === 'options.endpoint' ? options.endpoint : options.replayEndpoint;
+  return new EngineEventsInputError(argument, option, `rank ${rank} follows ${String(error.value)}: ${error.reason}`, {
+    cause: error,
+  });
 }

@@ -19,13 +19,17 @@ export class EngineEventsInputError extends EngineEventsError {
   }
 }
 
-/** A tcp endpoint of rank 0 whose port, plus `rank`, is no port (ports run from 1 to 65535). */
+/**
+ * A tcp endpoint of rank 0 whose port, plus `rank`, is no port (ports run from 1 to 65535); `argument`
+ * names the endpoint (`endpoint`, or `options.replayEndpoint` of `subscribeEngineRanks`).
+ */
 export class RankPortError extends EngineEventsInputError {
   constructor(
     readonly endpoint: string,
     readonly rank: number,
+    argument = 'endpoint',
   ) {
-    super('endpoint', endpoint, `leaves no port for rank ${rank} (rank r follows port + r, from 1 to 65535)`);
+    super(argument, endpoint, `leaves no port for rank ${rank} (rank r follows port + r, from 1 to 65535)`);
   }
 }
 
