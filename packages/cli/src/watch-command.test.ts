@@ -151,6 +151,20 @@ describe('kvreuse watch', () => {
     closed.mockRestore();
   });
 
+  it('refuses a replay endpoint ZMQ cannot connect to, naming --replay and the rank, before it follows any rank', async () => {
+    // 108 bytes: one more than a unix socket address holds.
+    const replay = `ipc:///tmp/${'r'.repeat(103)}`;
+    const closed = vi.spyOn(EngineEventSubscriber.prototype, 'close').mockClear();
+    const { out, context } = capture();
+    const args = ['watch', '--vllm', 'inproc://watch-replay', '--replay', replay, '--batches', '1'];
+    expect(await runCli(args, context)).toBe(2);
+    expect(out.stderr).toBe(
+      `kvreuse: watch: --replay: rank 0 follows ${replay}: ZMQ cannot connect to it: File name too long (ENAMETOOLONG) (see kvreuse watch --help) [USAGE]\n`,
+    );
+    expect(closed).not.toHaveBeenCalled();
+    closed.mockRestore();
+  });
+
   it('refuses an option it does not take, rather than following without it', async () => {
     const { out, context } = capture();
     const args = ['watch', '--vllm', 'tcp://127.0.0.1:1', '--batches', '1', '--bogus', 'x'];

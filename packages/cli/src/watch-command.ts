@@ -1,12 +1,13 @@
 import {
-  EngineEventSubscriber,
+  type EngineEventSubscriber,
   EngineEventsInputError,
   EngineInventoryFeed,
+  type EngineRanksOptions,
   type EngineSubscriberEvent,
-  type EngineSubscriberOptions,
   maxEngineRanks,
   rankEndpoints,
   RankPortError,
+  subscribeEngineRanks,
 } from '@kvreuse/engine-events';
 import { fnv1a64, hashBlockChain, RetainedInventory } from '@kvreuse/inventory';
 import type { CommandArgs, OptionSpec } from './args.js';
@@ -44,10 +45,10 @@ function promptOf(args: CommandArgs): number[] | undefined {
   return ids;
 }
 
-/** Every rank's endpoint of `--<name>` (`rankEndpoints`), a refused one as the usage error it is. */
-function rankEndpointsOf(name: string, endpoint: string, ranks: number): string[] {
+/** Refuses an endpoint of `--<name>` that some rank's cannot be derived from (`rankEndpoints`), as the usage error it is. */
+function checkRankEndpoints(name: string, endpoint: string, ranks: number): void {
   try {
-    return rankEndpoints(endpoint, ranks);
+    rankEndpoints(endpoint, ranks);
   } catch (error) {
     if (!(error instanceof EngineEventsInputError) || error.argument !== 'endpoint') throw error;
     throw new UsageError(
@@ -151,13 +152,21 @@ export const watch: Command = {
   },
 };
 
-/** Rank `rank`'s subscriber; an endpoint ZMQ cannot connect to is the usage error of `--vllm` it is. */
-function subscribeRank(rank: number, options: EngineSubscriberOptions): EngineEventSubscriber {
+/** The flag of each endpoint option of `subscribeEngineRanks`. */
+const flagOfOption = new Map([
+  ['options.endpoint', 'vllm'],
+  ['options.replayEndpoint', 'replay'],
+]);
+
+/** Every rank's subscriber; an endpoint ZMQ cannot connect to is the usage error of its flag it is. */
+function subscribeRanks(options: EngineRanksOptions): EngineEventSubscriber[] {
   try {
-    return new EngineEventSubscriber(options);
+    return subscribeEngineRanks(options);
   } catch (error) {
-    if (!(error instanceof EngineEventsInputError) || error.argument !== 'options.endpoint') throw error;
-    throw new UsageError('watch', `--vllm: rank ${rank} follows ${options.endpoint}: ${error.reason}`);
+    if (!(error instanceof EngineEventsInputError)) throw error;
+    const flag = flagOfOption.get(error.argument);
+    if (flag === undefined) throw error;
+    throw new UsageError('watch', `--${flag}: ${error.reason}`);
   }
 }
 
@@ -172,35 +181,33 @@ async function follow(
   const replay = args.options.get('replay')?.[0];
   const ranks = wholeNumberOption('watch', args, 'ranks', 1, 1, maxEngineRanks);
   const json = jsonLinesOf('watch', args);
-  const endpoints = rankEndpointsOf('vllm', endpoint, ranks);
-  const replays = replay === undefined ? undefined : rankEndpointsOf('replay', replay, ranks);
+  // Refused under its flag, with what is wrong with it, before any rank is followed.
+  checkRankEndpoints('vllm', endpoint, ranks);
+  if (replay !== undefined) checkRankEndpoints('replay', replay, ranks);
   let applied = 0;
   let stop = (): void => {};
   const stopped = new Promise<void>((resolve) => (stop = resolve));
-  const subscribers: EngineEventSubscriber[] = [];
+  let subscribers: EngineEventSubscriber[] = [];
   let takeBack: (() => void) | undefined;
-  // The ranks subscribed are closed however this ends: one that cannot subscribe leaves none behind.
+  // The ranks subscribed are closed however this ends.
   try {
-    for (let rank = 0; rank < ranks; rank++) {
-      const workerId = `${engine}/dp${rank}`;
-      const subscriber: EngineEventSubscriber = subscribeRank(rank, {
-        endpoint: endpoints[rank]!,
-        ...(replays === undefined ? {} : { replayEndpoint: replays[rank]! }),
-        workerId,
-        feed: state.feed,
-        onEvent: (event) => {
-          if (json) context.stdout(`${jsonOf(workerId, event, state)}\n`);
-          else {
-            const prompt = event.kind === 'batch' ? promptLine(state) : undefined;
-            context.stdout(
-              `${describeEvent(workerId, event, subscriber, state)}\n${prompt === undefined ? '' : `${prompt}\n`}`,
-            );
-          }
-          if (event.kind === 'batch' && ++applied === batches) stop();
-        },
-      });
-      subscribers.push(subscriber);
-    }
+    subscribers = subscribeRanks({
+      engine,
+      endpoint,
+      ...(replay === undefined ? {} : { replayEndpoint: replay }),
+      ranks,
+      feed: state.feed,
+      onEvent: (event, { workerId, subscriber }) => {
+        if (json) context.stdout(`${jsonOf(workerId, event, state)}\n`);
+        else {
+          const prompt = event.kind === 'batch' ? promptLine(state) : undefined;
+          context.stdout(
+            `${describeEvent(workerId, event, subscriber, state)}\n${prompt === undefined ? '' : `${prompt}\n`}`,
+          );
+        }
+        if (event.kind === 'batch' && ++applied === batches) stop();
+      },
+    });
     takeBack = context.whenInterrupted?.(async () => {
       stop();
       await Promise.all(subscribers.map((subscriber) => subscriber.close()));
