@@ -12,6 +12,7 @@ export type CliErrorCode =
   | 'CHILD_FAILED'
   | 'DISCOVERY_NOT_FOUND'
   | 'DEMO_PROCESS_FAILED'
+  | 'WATCH_STOPPED'
   | 'DEMO_MESSAGE'
   | 'DEMO_TRANSFER'
   | 'TRANSPORT_UNAVAILABLE'
@@ -155,6 +156,15 @@ export class DemoMessageError extends CliError {
     readonly why: string,
   ) {
     super(`demo message: ${field} ${why}`);
+  }
+}
+
+/** Every rank `kvreuse watch` followed stopped on an error it cannot go on from: `failures` says each rank's, as `<worker>: <reason>`. */
+export class WatchStoppedError extends CliError {
+  readonly code = 'WATCH_STOPPED';
+  readonly exitCode = 1;
+  constructor(readonly failures: readonly string[]) {
+    super(`watch: every rank stopped following: ${failures.join('; ')}`);
   }
 }
 

@@ -1,5 +1,5 @@
 import { TestEngine } from '@kvreuse-internal/test-engine';
-import { EngineEventSubscriber } from '@kvreuse/engine-events';
+import { EngineEventSubscriber, EngineInventoryFeed } from '@kvreuse/engine-events';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { runCli } from './run.js';
 
@@ -163,6 +163,28 @@ describe('kvreuse watch', () => {
     );
     expect(closed).not.toHaveBeenCalled();
     closed.mockRestore();
+  });
+
+  it('ends with WATCH_STOPPED, naming each rank and why, once every rank it follows has stopped', async () => {
+    const engine = await TestEngine.open({ blockSize: 4 });
+    engines.push(engine);
+    // A failure the subscriber cannot go on from: it stops, and reports a failed event.
+    const apply = vi.spyOn(EngineInventoryFeed.prototype, 'apply').mockImplementation(() => {
+      throw new Error('the feed broke');
+    });
+    try {
+      const { out, context } = capture();
+      const watching = runCli(['watch', '--vllm', engine.endpoint, '--block-size', '4', '--batches', '1'], context);
+      await engine.waitForSubscribers();
+      await engine.store(tokens(10, 1));
+      expect(await watching).toBe(1);
+      expect(out.stdout).toBe('vllm/dp0: stopped following: the feed broke\n');
+      expect(out.stderr).toBe(
+        'kvreuse: watch: every rank stopped following: vllm/dp0: the feed broke [WATCH_STOPPED]\n',
+      );
+    } finally {
+      apply.mockRestore();
+    }
   });
 
   it('refuses an option it does not take, rather than following without it', async () => {

@@ -12,7 +12,7 @@ import {
 import { fnv1a64, hashBlockChain, RetainedInventory } from '@kvreuse/inventory';
 import type { CommandArgs, OptionSpec } from './args.js';
 import type { CliContext, Command } from './command.js';
-import { UsageError } from './errors.js';
+import { UsageError, WatchStoppedError } from './errors.js';
 import { wholeNumberOption } from './option-values.js';
 import { jsonLinesOf, lineOptions } from './output.js';
 
@@ -185,8 +185,9 @@ async function follow(
   checkRankEndpoints('vllm', endpoint, ranks);
   if (replay !== undefined) checkRankEndpoints('replay', replay, ranks);
   let applied = 0;
-  let stop = (): void => {};
-  const stopped = new Promise<void>((resolve) => (stop = resolve));
+  const failed: string[] = [];
+  let stop: (failure?: WatchStoppedError) => void = () => {};
+  const stopped = new Promise<void>((resolve, reject) => (stop = (failure) => (failure ? reject(failure) : resolve())));
   let subscribers: EngineEventSubscriber[] = [];
   let takeBack: (() => void) | undefined;
   // The ranks subscribed are closed however this ends.
@@ -206,6 +207,9 @@ async function follow(
           );
         }
         if (event.kind === 'batch' && ++applied === batches) stop();
+        // A rank that stopped is said on its own line; the watch goes on while another rank is followed.
+        if (event.kind === 'failed' && failed.push(`${workerId}: ${event.reason}`) === ranks)
+          stop(new WatchStoppedError(failed));
       },
     });
     takeBack = context.whenInterrupted?.(async () => {
