@@ -132,6 +132,15 @@ describe('kvreuse watch', () => {
     expect(out.stderr).toMatch(/--prompt is comma-separated token ids/);
   });
 
+  it('refuses a --prompt shorter than one block, naming both counts, rather than reporting nobody holds it', async () => {
+    const { out, context } = capture();
+    const args = ['watch', '--vllm', 'tcp://127.0.0.1:1', '--batches', '1', '--block-size', '4', '--prompt', '1,2,3'];
+    expect(await runCli(args, context)).toBe(2);
+    expect(out.stderr).toBe(
+      'kvreuse: watch: --prompt has 3 token ids, fewer than one block of 4 (--block-size): no rank can hold any of it (see kvreuse watch --help) [USAGE]\n',
+    );
+  });
+
   it('refuses --prompt "": the option needs a value', async () => {
     const { out, context } = capture();
     expect(await runCli(['watch', '--vllm', 'tcp://127.0.0.1:1', '--batches', '1', '--prompt', ''], context)).toBe(2);

@@ -34,7 +34,7 @@ const options: OptionSpec[] = [
 /** The watch's own hash scheme: it indexes and looks up within its process only, so any salt does. */
 const watchSalt = fnv1a64(new TextEncoder().encode('kvreuse.watch'));
 
-function promptOf(args: CommandArgs): number[] | undefined {
+function promptOf(args: CommandArgs, blockTokens: number): number[] | undefined {
   const text = args.options.get('prompt')?.[0];
   if (text === undefined) return undefined;
   const parts = text.split(',').map((id) => id.trim());
@@ -42,6 +42,12 @@ function promptOf(args: CommandArgs): number[] | undefined {
   // Number('') is 0: an empty id (`1,,2`, a trailing comma) is a mistake, not token 0.
   if (parts.some((id) => !/^\d+$/.test(id)) || ids.some((id) => !Number.isSafeInteger(id) || id > 0xffffffff))
     throw new UsageError('watch', `--prompt is comma-separated token ids, not ${JSON.stringify(text)}`);
+  // Only whole blocks are held: a shorter prompt would read as one nobody holds.
+  if (ids.length < blockTokens)
+    throw new UsageError(
+      'watch',
+      `--prompt has ${ids.length} token ids, fewer than one block of ${blockTokens} (--block-size): no rank can hold any of it`,
+    );
   return ids;
 }
 
@@ -146,7 +152,7 @@ export const watch: Command = {
       inventory,
       feed: new EngineInventoryFeed({ inventory, scheme: { salt: watchSalt, blockTokens } }),
       blockTokens,
-      prompt: promptOf(args),
+      prompt: promptOf(args, blockTokens),
     };
     await follow(args, context, state, endpoint, batches);
   },
