@@ -12,15 +12,9 @@ import {
   systemClock,
 } from '@kvreuse/drain';
 import type { PostBlocksRequest, PostRequest } from '@kvreuse/native-bindings';
-import {
-  type RankPublication,
-  startRankPublication,
-  watchWorkerReadiness,
-  type WorkerReadiness,
-  type WorkerReadinessWatch,
-} from '@kvreuse/discovery';
+import type { WorkerReadiness } from '@kvreuse/discovery';
 import { type RetentionTier } from '@kvreuse/inventory';
-import { buildRankPart, type RegisteredRank, registerRank, releaseBanks, transportMetadataOf } from '@kvreuse/registry';
+import { type RegisteredRank, registerRank, releaseBanks } from '@kvreuse/registry';
 import type { RankBankBytes } from './block-checksum.js';
 import { WorkerWatches } from './discovered-workers.js';
 import {
@@ -31,9 +25,9 @@ import {
   ownedOptions,
   type ReuseEndpointOptions,
 } from './endpoint-options.js';
-import { unlessAborted } from './abortable.js';
 import { allocateBanks } from './allocated-banks.js';
 import { deferred } from './deferred.js';
+import { EndpointPublication } from './endpoint-publication.js';
 import { EndpointOptionError } from './errors.js';
 import type { PullReceipt } from './pull-receipt.js';
 import type { PullRequest } from './pull-request.js';
@@ -45,8 +39,7 @@ import { PinChannel, type PinMessageRefusal } from './pin-auth.js';
 import { PinClient } from './pin-client.js';
 import type { PinServer, ServedPin } from './pin-server.js';
 import { type PushReceipt, type PushRequest, PushSide } from './push-side.js';
-import { thisHost } from './this-host.js';
-import { type ServeOptions, SourceSide } from './source-side.js';
+import type { SourceSide } from './source-side.js';
 import {
   EndpointLifecycle,
   EndpointNotReadyError,
@@ -135,11 +128,8 @@ export class ReuseEndpoint {
   readonly #remotePeers: RemotePeers;
   /** The pulls and pushes that began and have not returned: a drain waits for them before it closes the templates. */
   readonly #transfers = new Set<Promise<unknown>>();
-  #sourceSide: SourceSide | undefined;
-  #stopServing: (() => void) | undefined;
+  readonly #publication: EndpointPublication;
   #registered: RegisteredRank | undefined;
-  #publication: RankPublication | undefined;
-  #readiness: WorkerReadinessWatch | undefined;
   #shutdown: Promise<EndpointShutdownResult> | undefined;
   /** Settles once the register(), publish() or drain() under way has ended, either way: a close() waits for it. */
   #actUnderWay: Promise<void> | undefined;
@@ -159,29 +149,7 @@ export class ReuseEndpoint {
       timeouts: own.settings.transport,
       clock: this.#clock,
     });
-    const { withdrawInventory, waitForReaders } = own;
-    this.#drain = new DrainController<PostRequest>({
-      ledger: this.ledger,
-      shutdownDeadlineMs: own.settings.transport.shutdownDeadlineMs,
-      agent: own.agent,
-      withdrawRankParts: () => this.#withdrawPublication(),
-      ...(own.serve === undefined && withdrawInventory === undefined
-        ? {}
-        : {
-            withdrawInventory: async () => {
-              await this.#sourceSide?.withdrawInventory();
-              await withdrawInventory?.();
-            },
-          }),
-      ...(own.serve !== undefined
-        ? {
-            waitForReaders: (wait) =>
-              this.#sourceSide?.waitForReaders(wait) ?? Promise.resolve({ released: 0, lapsed: 0, outstanding: 0 }),
-          }
-        : waitForReaders === undefined
-          ? {}
-          : { waitForReaders }),
-    });
+    this.#drain = this.#drainController(own);
     const { worker, rank, agent, discovery, secret, keyPrefix, admissionGate, bankBytes, metrics, calibration } = own;
     const pins = pinsOf(own, this.#clock);
     this.#pinChannel = pins.channel;
@@ -224,7 +192,45 @@ export class ReuseEndpoint {
       ...(metrics === undefined ? {} : { metrics }),
       ...(calibration === undefined ? {} : { calibration }),
     });
+    this.#publication = new EndpointPublication({
+      options: own,
+      closeCalled: this.#closeCalled.signal,
+      pinChannel: this.#pinChannel,
+      notifications: this.#notifications,
+      templates: this.#templates,
+      remotePeers,
+      clock: this.#clock,
+      onReadiness: (readiness) => this.#onReadiness(readiness),
+    });
     if (metrics !== undefined) this.#lifecycle.onTransition(({ to }) => metrics.state(to));
+  }
+
+  /** The drain of this rank: the publication's withdrawals and, for a serving rank, its pin server's wait for readers. */
+  #drainController(own: ReuseEndpointOptions): DrainController<PostRequest> {
+    const { withdrawInventory, waitForReaders } = own;
+    return new DrainController<PostRequest>({
+      ledger: this.ledger,
+      shutdownDeadlineMs: own.settings.transport.shutdownDeadlineMs,
+      agent: own.agent,
+      withdrawRankParts: () => this.#publication.withdraw(),
+      ...(own.serve === undefined && withdrawInventory === undefined
+        ? {}
+        : {
+            withdrawInventory: async () => {
+              await this.#publication.sourceSide?.withdrawInventory();
+              await withdrawInventory?.();
+            },
+          }),
+      ...(own.serve !== undefined
+        ? {
+            waitForReaders: (wait) =>
+              this.#publication.sourceSide?.waitForReaders(wait) ??
+              Promise.resolve({ released: 0, lapsed: 0, outstanding: 0 }),
+          }
+        : waitForReaders === undefined
+          ? {}
+          : { waitForReaders }),
+    });
   }
 
   /**
@@ -286,7 +292,7 @@ export class ReuseEndpoint {
 
   /** The worker's readiness as last seen, once published. */
   get readiness(): WorkerReadiness | undefined {
-    return this.#readiness?.current;
+    return this.#publication.readiness;
   }
 
   /** The epoch discovery handed this incarnation, once published (`readyRank.epoch` once ready). */
@@ -297,11 +303,10 @@ export class ReuseEndpoint {
   /** The ready endpoint's epoch, registered rank and readiness; `EndpointStateError` naming the state unless it is `ready`. */
   get readyRank(): ReadyRank {
     this.#lifecycle.require('readyRank', ['ready']);
-    const readiness = (this.#readiness as WorkerReadinessWatch).current as ReadyRank['readiness'];
     return {
-      epoch: (this.#publication as RankPublication).epoch,
+      epoch: this.#publication.epoch as number,
       registered: this.#registered as RegisteredRank,
-      readiness,
+      readiness: this.#publication.readiness as ReadyRank['readiness'],
     };
   }
 
@@ -429,7 +434,7 @@ export class ReuseEndpoint {
     if (!['gpu', 'host'].includes(options?.tier) || !Number.isSafeInteger(options.ttlMs) || options.ttlMs < 1) {
       throw new EndpointOptionError('options', options, "{ tier: 'gpu' | 'host', ttlMs: whole milliseconds ≥ 1 }");
     }
-    await (this.#sourceSide as SourceSide).announce(blocks, options);
+    await (this.#publication.sourceSide as SourceSide).announce(blocks, options);
   }
 
   /** The pin server, once a serving rank is published. */
@@ -439,7 +444,7 @@ export class ReuseEndpoint {
   }
 
   get pinServer(): PinServer | undefined {
-    return this.#sourceSide?.server;
+    return this.#publication.sourceSide?.server;
   }
 
   /** The one consumer of this rank's agent notifications (started at `publish()`); other message kinds may add handlers. */
@@ -530,115 +535,24 @@ export class ReuseEndpoint {
   async publish(): Promise<void> {
     this.#requireBeforeClose('publish', ['registered']);
     const registered = this.#registered as RegisteredRank;
-    const { discovery, secret, worker, agent, settings, keyPrefix } = this.#options;
     return this.#act(async () => {
       this.#lifecycle.move('publishing', 'publish()');
       try {
-        const host = this.#options.host === undefined ? thisHost() : (this.#options.host ?? undefined);
-        const part = buildRankPart(
-          worker,
-          registered,
-          transportMetadataOf(agent, secret, { ...worker, ...registered }),
-          host === undefined ? {} : { host },
-        );
-        const prefix = keyPrefix === undefined ? {} : { keyPrefix };
-        const publication = await this.#unlessClosing(
-          () => startRankPublication(discovery, [part], { leaseTtlMs: settings.discovery.leaseTtlMs, ...prefix }),
-          (late) => late.withdraw(),
-        );
-        this.#publication = publication;
-        this.#readiness = await this.#unlessClosing(
-          () =>
-            watchWorkerReadiness(discovery, worker.workerId, {
-              onChange: (readiness) => this.#onReadiness(readiness),
-              ...(this.#options.gates === undefined ? {} : { gates: this.#options.gates }),
-              ...(this.#options.admissionGate === undefined ? {} : { admissionGate: this.#options.admissionGate }),
-              ...prefix,
-            }),
-          (late) => late.close(),
-        );
-        const { serve } = this.#options;
-        if (serve !== undefined)
-          await this.#unlessClosing(
-            () => this.#serve(serve, publication),
-            (late) => late.withdrawInventory(),
-          );
+        await this.#publication.publish(registered);
       } catch (error) {
-        this.#stopServing?.();
-        // Stopped by a close: the close's drain withdraws what was published, within the close's deadline,
-        // and its report names what it could not withdraw.
-        if (!this.#closeCalled.signal.aborted) await this.#withdrawFailedPublication();
         this.#lifecycle.move(
           'registered',
           `publication failed: ${error instanceof Error ? error.message : String(error)}`,
         );
         throw error;
       }
-      this.#notifications.start(agent);
+      this.#notifications.start(this.#options.agent);
       this.#lifecycle.move(
         'published',
         `rank part of tp${this.#options.rank.tpRank}/pp${this.#options.rank.ppRank} published at epoch ${this.#publication.epoch}`,
       );
-      this.#onReadiness(this.#readiness.current);
+      this.#onReadiness(this.#publication.readiness as WorkerReadiness);
     });
-  }
-
-  /** Gives back what a publication that failed on its own had published, every step tried whatever the others do. */
-  async #withdrawFailedPublication(): Promise<void> {
-    await this.#sourceSide?.withdrawInventory().catch(() => undefined);
-    this.#sourceSide = undefined;
-    await this.#readiness?.close().catch(() => undefined);
-    this.#readiness = undefined;
-    await this.#publication?.withdraw().catch(() => undefined);
-    this.#publication = undefined;
-  }
-
-  /**
-   * One step of a publication: `start()`'s outcome, unless close() is called before it settles. Then the
-   * publication is refused at once (`EndpointStateError` naming `closing`; the close withdraws what it
-   * published), and what the step holds once it settles is given back (`giveBack`).
-   */
-  async #unlessClosing<T>(start: () => Promise<T>, giveBack: (late: T) => Promise<unknown>): Promise<T> {
-    const closeCalled = this.#closeCalled.signal;
-    const refused = (): EndpointStateError => new EndpointStateError('publish', 'closing', ['registered']);
-    if (closeCalled.aborted) throw refused();
-    const step = start();
-    try {
-      return await unlessAborted(step, closeCalled);
-    } catch (error) {
-      if (error !== closeCalled.reason) throw error;
-      void step.then(giveBack).catch(() => undefined);
-      throw refused();
-    }
-  }
-
-  /**
-   * Starts answering pin requests and publishes the retained inventory (a failed publication leaves nothing
-   * served); resolves with the source side once its inventory is published.
-   */
-  async #serve(serve: ServeOptions, publication: RankPublication): Promise<SourceSide> {
-    const { agent, discovery, secret, keyPrefix, worker, rank, settings, metrics } = this.#options;
-    const source = new SourceSide({
-      agent,
-      channel: this.#pinChannel,
-      discovery,
-      secret,
-      serve,
-      source: { workerId: worker.workerId, incarnation: worker.incarnation, epoch: publication.epoch, rank },
-      bankBytes: this.#options.bankBytes as RankBankBytes,
-      ...(this.#registered === undefined ? {} : { banks: this.#registered.banks }),
-      leaseMs: serve.leaseMs ?? settings.discovery.leaseTtlMs,
-      lease: publication.lease.id,
-      clock: this.#clock,
-      templates: this.#templates,
-      remotePeers: this.#remotePeers,
-      ...(keyPrefix === undefined ? {} : { keyPrefix }),
-      ...(metrics === undefined ? {} : { onHeldChange: (held: number) => metrics.pinsHeld('serve', held) }),
-    });
-    this.#sourceSide = source;
-    this.#stopServing = this.#notifications.addHandler((notification) => source.server.receive(notification));
-    await source.publishInventory();
-    return source;
   }
 
   #onReadiness(readiness: WorkerReadiness): void {
@@ -653,11 +567,6 @@ export class ReuseEndpoint {
         : readiness.reasons.map((reason) => reason.message).join('; ');
       this.#lifecycle.move('published', `worker not ready: ${why}`);
     }
-  }
-
-  async #withdrawPublication(): Promise<void> {
-    await this.#readiness?.close();
-    await this.#publication?.withdraw();
   }
 
   /**
@@ -711,7 +620,7 @@ export class ReuseEndpoint {
   }
 
   #withPins(report: DrainReport): EndpointDrainReport {
-    return { ...report, pins: this.#sourceSide?.waitedPins ?? [] };
+    return { ...report, pins: this.#publication.sourceSide?.waitedPins ?? [] };
   }
 
   /**

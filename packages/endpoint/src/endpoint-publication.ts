@@ -1,0 +1,174 @@
+// What one rank publishes in discovery while it is published: its rank part under a lease, the watch on its
+// worker's readiness and, for a serving rank, its source side (pin server and inventory). Published in one
+// go, stopped at once by a close, withdrawn by the drain.
+import type { Clock } from '@kvreuse/drain';
+import {
+  type RankPublication,
+  startRankPublication,
+  watchWorkerReadiness,
+  type WorkerReadiness,
+  type WorkerReadinessWatch,
+} from '@kvreuse/discovery';
+import { buildRankPart, type RegisteredRank, transportMetadataOf } from '@kvreuse/registry';
+import { unlessAborted } from './abortable.js';
+import type { RankBankBytes } from './block-checksum.js';
+import type { ReuseEndpointOptions } from './endpoint-options.js';
+import { EndpointStateError } from './lifecycle.js';
+import type { NotificationRouter } from './notification-router.js';
+import type { PeerTemplates } from './peer-templates.js';
+import type { PinChannel } from './pin-auth.js';
+import type { RemotePeers } from './remote-peers.js';
+import { type ServeOptions, SourceSide } from './source-side.js';
+import { thisHost } from './this-host.js';
+
+export interface EndpointPublicationOptions {
+  readonly options: ReuseEndpointOptions;
+  /** Aborted by the endpoint's first close(): a publication under way stops at once. */
+  readonly closeCalled: AbortSignal;
+  readonly pinChannel: PinChannel;
+  readonly notifications: NotificationRouter;
+  readonly templates: PeerTemplates;
+  readonly remotePeers: RemotePeers;
+  readonly clock: Clock;
+  /** Told each readiness the watch sees. */
+  readonly onReadiness: (readiness: WorkerReadiness) => void;
+}
+
+export class EndpointPublication {
+  readonly #deps: EndpointPublicationOptions;
+  #publication: RankPublication | undefined;
+  #readiness: WorkerReadinessWatch | undefined;
+  #sourceSide: SourceSide | undefined;
+  #stopServing: (() => void) | undefined;
+
+  constructor(deps: EndpointPublicationOptions) {
+    this.#deps = deps;
+  }
+
+  /** The epoch discovery handed this incarnation, once published. */
+  get epoch(): number | undefined {
+    return this.#publication?.epoch;
+  }
+
+  /** The worker's readiness as last seen, once published. */
+  get readiness(): WorkerReadiness | undefined {
+    return this.#readiness?.current;
+  }
+
+  /** A serving rank's source side, once its publication began serving. */
+  get sourceSide(): SourceSide | undefined {
+    return this.#sourceSide;
+  }
+
+  /**
+   * Publishes the rank part of `registered` under a lease, watches the worker's readiness and, for a serving
+   * rank, serves. A failure on its own gives back what was published;
+   * one that a close stopped (`EndpointStateError` naming `closing`) leaves it for the close's drain.
+   */
+  async publish(registered: RegisteredRank): Promise<void> {
+    const { options, closeCalled, onReadiness } = this.#deps;
+    const { discovery, secret, worker, agent, settings, keyPrefix } = options;
+    try {
+      const host = options.host === undefined ? thisHost() : (options.host ?? undefined);
+      const part = buildRankPart(
+        worker,
+        registered,
+        transportMetadataOf(agent, secret, { ...worker, ...registered }),
+        host === undefined ? {} : { host },
+      );
+      const prefix = keyPrefix === undefined ? {} : { keyPrefix };
+      const publication = await this.#unlessClosing(
+        () => startRankPublication(discovery, [part], { leaseTtlMs: settings.discovery.leaseTtlMs, ...prefix }),
+        (late) => late.withdraw(),
+      );
+      this.#publication = publication;
+      this.#readiness = await this.#unlessClosing(
+        () =>
+          watchWorkerReadiness(discovery, worker.workerId, {
+            onChange: onReadiness,
+            ...(options.gates === undefined ? {} : { gates: options.gates }),
+            ...(options.admissionGate === undefined ? {} : { admissionGate: options.admissionGate }),
+            ...prefix,
+          }),
+        (late) => late.close(),
+      );
+      const { serve } = options;
+      if (serve !== undefined)
+        await this.#unlessClosing(
+          () => this.#serve(serve, publication, registered),
+          (late) => late.withdrawInventory(),
+        );
+    } catch (error) {
+      this.#stopServing?.();
+      // Stopped by a close: the close's drain withdraws what was published, within the close's deadline,
+      // and its report names what it could not withdraw.
+      if (!closeCalled.aborted) await this.#withdrawAfterFailure();
+      throw error;
+    }
+  }
+
+  /** The drain's rank-part step: closes the readiness watch, then withdraws the rank part. */
+  async withdraw(): Promise<void> {
+    await this.#readiness?.close();
+    await this.#publication?.withdraw();
+  }
+
+  /** Gives back what a publication that failed on its own had published, every step tried whatever the others do. */
+  async #withdrawAfterFailure(): Promise<void> {
+    await this.#sourceSide?.withdrawInventory().catch(() => undefined);
+    this.#sourceSide = undefined;
+    await this.#readiness?.close().catch(() => undefined);
+    this.#readiness = undefined;
+    await this.#publication?.withdraw().catch(() => undefined);
+    this.#publication = undefined;
+  }
+
+  /**
+   * One step of a publication: `start()`'s outcome, unless close() is called before it settles. Then the
+   * publication is refused at once (`EndpointStateError` naming `closing`; the close withdraws what it
+   * published), and what the step holds once it settles is given back (`giveBack`).
+   */
+  async #unlessClosing<T>(start: () => Promise<T>, giveBack: (late: T) => Promise<unknown>): Promise<T> {
+    const { closeCalled } = this.#deps;
+    const refused = (): EndpointStateError => new EndpointStateError('publish', 'closing', ['registered']);
+    if (closeCalled.aborted) throw refused();
+    const step = start();
+    try {
+      return await unlessAborted(step, closeCalled);
+    } catch (error) {
+      if (error !== closeCalled.reason) throw error;
+      void step.then(giveBack).catch(() => undefined);
+      throw refused();
+    }
+  }
+
+  /**
+   * Starts answering pin requests and publishes the retained inventory (a failed publication leaves nothing
+   * served); resolves with the source side once its inventory is published.
+   */
+  async #serve(serve: ServeOptions, publication: RankPublication, registered: RegisteredRank): Promise<SourceSide> {
+    const { options, pinChannel, notifications, templates, remotePeers, clock } = this.#deps;
+    const { agent, discovery, secret, keyPrefix, worker, rank, settings, metrics } = options;
+    const source = new SourceSide({
+      agent,
+      channel: pinChannel,
+      discovery,
+      secret,
+      serve,
+      source: { workerId: worker.workerId, incarnation: worker.incarnation, epoch: publication.epoch, rank },
+      bankBytes: options.bankBytes as RankBankBytes,
+      banks: registered.banks,
+      leaseMs: serve.leaseMs ?? settings.discovery.leaseTtlMs,
+      lease: publication.lease.id,
+      clock,
+      templates,
+      remotePeers,
+      ...(keyPrefix === undefined ? {} : { keyPrefix }),
+      ...(metrics === undefined ? {} : { onHeldChange: (held: number) => metrics.pinsHeld('serve', held) }),
+    });
+    this.#sourceSide = source;
+    this.#stopServing = notifications.addHandler((notification) => source.server.receive(notification));
+    await source.publishInventory();
+    return source;
+  }
+}
