@@ -236,9 +236,12 @@ export class ReuseEndpoint {
   /**
    * Opens a rank: lays out its banks from the worker's geometry and allocates them with its agent (or
    * takes the adopted `banks`), registers them all or none, publishes its rank part and resolves with
-   * the published endpoint (`whenReady()` says when its worker is ready). A refused option or a failed
-   * allocation leaves nothing allocated and the agent open; a failed registration or publication closes
-   * the endpoint: the banks go back to their owners and the agent closes.
+   * the published endpoint (`whenReady()` says when its worker is ready). A refused option
+   * (`EndpointOptionError`) takes nothing: the agent stays open and adopted `banks` stay the caller's,
+   * untouched (to open again, or to hand back with `releaseBanks`). A failed allocation leaves nothing
+   * allocated and the agent open. Once its options are accepted the endpoint owns the agent and the banks:
+   * a failed registration or publication closes the endpoint, the banks go back to their owners and the
+   * agent closes.
    */
   static async open(options: OpenRankOptions): Promise<ReuseEndpoint> {
     if (typeof options !== 'object' || options === null)
