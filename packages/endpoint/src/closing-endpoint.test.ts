@@ -2,8 +2,8 @@
 // and what the close stops rather than waits for.
 import { describe, expect, it } from 'vitest';
 import { cleanupsAfterEach } from '../test/support/endpoint-cleanups.js';
-import { chain, hintFor, servingPair, type TestWorker } from '../test/support/endpoint-workers.js';
-import { EndpointStateError } from './lifecycle.js';
+import { chain, hintFor, openWorker, servingPair, type TestWorker } from '../test/support/endpoint-workers.js';
+import { type EndpointState, EndpointStateError } from './lifecycle.js';
 import type { ReuseEndpoint } from './reuse-endpoint.js';
 
 const cleanups = cleanupsAfterEach();
@@ -38,4 +38,49 @@ describe('ReuseEndpoint once close() is called', () => {
       expect(pinsHeld()).toEqual([0, 0]);
     },
   );
+
+  /**
+   * Closes `endpoint`, calling pull() (of `decode`'s blocks) right after the call and at every transition the
+   * close makes: each is refused with EndpointStateError naming closing, and closed once it is. Answers the
+   * states it pulled in.
+   */
+  async function pullsWhileClosing(endpoint: ReuseEndpoint, decode: TestWorker): Promise<EndpointState[]> {
+    const states: EndpointState[] = [];
+    const refusals: Promise<unknown>[] = [];
+    const refusedPull = (state: EndpointState) => {
+      states.push(state);
+      const named = state === 'closed' ? 'closed' : 'closing';
+      const pulled = endpoint.pull({ hint: hintFor(decode, 4), destinationBlocks: Uint32Array.of(0, 1, 2, 3) });
+      refusals.push(
+        expect(pulled).rejects.toThrow(new EndpointStateError('pull', named, ['ready'])),
+        expect(pulled).rejects.toBeInstanceOf(EndpointStateError),
+      );
+    };
+    endpoint.onTransition(({ to }) => refusedPull(to));
+    const closing = endpoint.close();
+    refusedPull(endpoint.state);
+    await closing;
+    await Promise.all(refusals);
+    return states;
+  }
+
+  it('refuses a pull() at every stage a close reaches, naming closing, then closed: nothing is pinned or posted', async () => {
+    const { store, decode, reader, pinsHeld } = await servingPair(cleanups);
+    const posted: unknown[] = [];
+    const ready = reader.endpoint;
+    ready.ledger.on('posted', (posting) => posted.push(posting));
+    expect(await pullsWhileClosing(ready, decode)).toEqual(['ready', 'draining', 'drained', 'closing', 'closed']);
+
+    const prefillRank = async (workerId: string) =>
+      (await openWorker(store, { workerId, role: 'prefill', tpSize: 1 }, cleanups)).ranks[0]!.endpoint;
+    const never = await prefillRank('prefill-1');
+    expect(await pullsWhileClosing(never, decode)).toEqual(['created', 'closing', 'closed']);
+    const drained = await prefillRank('prefill-2');
+    await drained.register();
+    await drained.publish();
+    await drained.drain({ deadlineMs: 1_000 });
+    expect(await pullsWhileClosing(drained, decode)).toEqual(['drained', 'closing', 'closed']);
+    expect(posted).toEqual([]);
+    expect(pinsHeld()).toEqual([0, 0]);
+  });
 });

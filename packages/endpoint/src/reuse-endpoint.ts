@@ -369,12 +369,15 @@ export class ReuseEndpoint {
    * `recompute` returns the receipt with what to recompute and why; `fail` throws `PullShortfallError` carrying it.
    * A drain waits for a pull in flight, at most its deadline; a pull still pinning when the drain goes on
    * without it posts nothing (`operation-failed`, code `DRAINING`) and gives its pins back. One called once
-   * `close()` was, while the endpoint is still ready, is refused with `EndpointStateError` naming `closing`.
+   * `close()` was, wherever the close has got to, is refused with `EndpointStateError` naming `closing`
+   * (`closed` once the close ended) before anything is checked, pinned or posted.
    */
   pull(request: PullRequest): Promise<PullReceipt> {
+    if (this.#closeCalled.signal.aborted) {
+      const state = this.#lifecycle.state === 'closed' ? 'closed' : 'closing';
+      return Promise.reject(new EndpointStateError('pull', state, ['ready']));
+    }
     const ready = this.#lifecycle.state === 'ready';
-    if (ready && this.#closeCalled.signal.aborted)
-      return Promise.reject(new EndpointStateError('pull', 'closing', ['ready']));
     return this.#inFlight(this.#pullSide.pull(request, ready ? this.readyRank : undefined));
   }
 
@@ -637,9 +640,9 @@ export class ReuseEndpoint {
    * under way, which has no bound of its own, is stopped at once: it rejects with `EndpointStateError` naming
    * `closing`, and the close goes on from `registered`, its drain withdrawing what was published within
    * `deadlineMs` (its report names a withdrawal that did not end in time; a discovery call still answering is
-   * withdrawn once it answers). From the call on, `register()`, `publish()` and `drain()` are
-   * refused with `EndpointStateError` naming `closing`, and so are `pull()`, `push()` and `announceInventory()`
-   * while the endpoint is still ready. Idempotent: later calls return the first result.
+   * withdrawn once it answers). From the call on, `register()`, `publish()`, `drain()` and `pull()` are
+   * refused with `EndpointStateError` naming `closing` (a `pull()` once closed names `closed`), and so are
+   * `push()` and `announceInventory()` while the endpoint is still ready. Idempotent: later calls return the first result.
    * Options that are no object, or a `deadlineMs` that is not a whole number of milliseconds, at least 0, are
    * refused (`EndpointOptionError`) before anything moves.
    */
