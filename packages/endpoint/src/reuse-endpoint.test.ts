@@ -1,5 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import { defaultSettings } from '../test/support/settings.js';
+import { publishedKeys, storeWith } from '../test/support/discovery-stores.js';
 import { type Geometry, layoutRankBanks, referenceGeometries } from '@kvreuse/descriptors';
 import { type Agent, loadTransport } from '@kvreuse/native-bindings';
 import { ClusterSecret, MemoryDiscoveryStore } from '@kvreuse/discovery';
@@ -98,26 +99,6 @@ function openStore(): MemoryDiscoveryStore {
 
 /** The transitions of an endpoint registered, then closed (its close draining first). */
 const registeredThenClosed = ['registering', 'registered', 'draining', 'drained', 'closing', 'closed'];
-
-/** `store`, its methods that `answers` names answered by those instead. */
-function storeWith(
-  store: MemoryDiscoveryStore,
-  answers: Partial<Pick<MemoryDiscoveryStore, 'grantLease' | 'revokeLease' | 'watch' | 'commit'>>,
-): MemoryDiscoveryStore {
-  return new Proxy(store, {
-    get(target, key) {
-      const answer: unknown = Reflect.get(answers, key);
-      if (answer !== undefined) return answer;
-      const value: unknown = Reflect.get(target, key, target);
-      return typeof value === 'function' ? value.bind(target) : value;
-    },
-  });
-}
-
-/** The keys in discovery but the workers' epoch bookkeeping, which outlives them: rank parts, inventory. */
-async function publishedKeys(store: MemoryDiscoveryStore): Promise<string[]> {
-  return (await store.list('')).entries.map(({ key }) => key).filter((key) => !/\/epochs?(\/|$)/.test(key));
-}
 
 describe('ReuseEndpoint', () => {
   it('a TP 2 worker: each rank registers and publishes; both are ready only once both are published; a drained rank makes the other not ready', async () => {
