@@ -1,8 +1,12 @@
 // A ReuseEndpoint once close() is called, between real loopback agents in this process: what it refuses,
 // and what the close stops rather than waits for.
+import { type DiscoveryWatch, MemoryDiscoveryStore } from '@kvreuse/discovery';
 import { describe, expect, it } from 'vitest';
+import { publishedKeys, storeWith } from '../test/support/discovery-stores.js';
 import { cleanupsAfterEach } from '../test/support/endpoint-cleanups.js';
-import { chain, hintFor, openWorker, servingPair, type TestWorker } from '../test/support/endpoint-workers.js';
+import { chain, hintFor, openWorker, servingPair, start, type TestWorker } from '../test/support/endpoint-workers.js';
+import { nextTurn } from '../test/support/next-turn.js';
+import { deferred } from './deferred.js';
 import { type EndpointState, EndpointStateError } from './lifecycle.js';
 import type { ReuseEndpoint } from './reuse-endpoint.js';
 
@@ -82,5 +86,72 @@ describe('ReuseEndpoint once close() is called', () => {
     expect(await pullsWhileClosing(drained, decode)).toEqual(['drained', 'closing', 'closed']);
     expect(posted).toEqual([]);
     expect(pinsHeld()).toEqual([0, 0]);
+  });
+
+  /** A ready prefill rank of TP 1 over `store` (whose readiness watch the test may answer), and its worker. */
+  async function readyPrefill(store: MemoryDiscoveryStore) {
+    const worker = await openWorker(store, { workerId: 'prefill-0', role: 'prefill', tpSize: 1 }, cleanups);
+    await start(worker);
+    return { worker, endpoint: worker.ranks[0]!.endpoint };
+  }
+
+  /** `store.watch`, each watch's close answered by `close`, given the store's own watch. */
+  const watchClosedBy =
+    (store: MemoryDiscoveryStore, close: (watch: DiscoveryWatch) => Promise<void>) =>
+    async (...args: Parameters<MemoryDiscoveryStore['watch']>): Promise<DiscoveryWatch> => {
+      const watch = await store.watch(...args);
+      return { prefix: watch.prefix, revision: watch.revision, close: () => close(watch) };
+    };
+
+  it("withdraws the rank part although the readiness watch's close never settles, and reports the step that did not end by the deadline", async () => {
+    const store = new MemoryDiscoveryStore();
+    cleanups.push(() => store.close());
+    const watchClose = deferred<() => Promise<void>>();
+    // The readiness watch (this rank's only one) never answers its close; the store's own watch is closed at the end.
+    const held = storeWith(store, {
+      watch: watchClosedBy(store, (watch) => {
+        watchClose.resolve(() => watch.close());
+        return new Promise<void>(() => undefined);
+      }),
+    });
+    const { worker, endpoint } = await readyPrefill(held);
+    expect(endpoint.state).toBe('ready');
+    expect(await publishedKeys(store)).toHaveLength(1);
+    const closing = endpoint.close({ deadlineMs: 1_000 });
+    const closeWatch = await watchClose.promise;
+    await nextTurn();
+    const publishedBeforeTheDeadline = await publishedKeys(store);
+    worker.clock.advance(1_000);
+    const closed = await closing;
+    expect(publishedBeforeTheDeadline).toEqual([]);
+    expect(closed.report.steps.find(({ step }) => step === 'withdraw-rank-parts')).toMatchObject({
+      outcome: 'failed',
+      error: 'the deadline passed first',
+    });
+    expect(closed).toMatchObject({ agentDestroyed: true, banksRetained: [] });
+    await closeWatch();
+  });
+
+  it("reports the readiness watch's close and the rank part's withdrawal each when both fail", async () => {
+    const store = new MemoryDiscoveryStore();
+    cleanups.push(() => store.close());
+    const held = storeWith(store, {
+      watch: watchClosedBy(store, async (watch) => {
+        await watch.close();
+        throw new Error('watch close lost');
+      }),
+      commit: (operations, options) =>
+        operations.every(({ type }) => type === 'delete')
+          ? Promise.reject(new Error('store is down'))
+          : store.commit(operations, options),
+      revokeLease: () => Promise.reject(new Error('lease revoke lost')),
+    });
+    const { endpoint } = await readyPrefill(held);
+    const closed = await endpoint.close({ deadlineMs: 1_000 });
+    expect(closed.report.steps.find(({ step }) => step === 'withdraw-rank-parts')).toMatchObject({
+      outcome: 'failed',
+      error: 'the readiness watch did not close: watch close lost; the rank part was not withdrawn: store is down',
+    });
+    expect(closed).toMatchObject({ agentDestroyed: true, banksRetained: [] });
   });
 });

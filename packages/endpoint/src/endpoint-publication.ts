@@ -107,10 +107,28 @@ export class EndpointPublication {
     }
   }
 
-  /** The drain's rank-part step: closes the readiness watch, then withdraws the rank part. */
+  /**
+   * The drain's rank-part step: closes the readiness watch and withdraws the rank part, both begun at once so
+   * that one that hangs holds the other back no longer than the drain's deadline for the step. Rejects
+   * naming each that failed, once both ended.
+   */
   async withdraw(): Promise<void> {
-    await this.#readiness?.close();
-    await this.#publication?.withdraw();
+    const steps = [
+      { failure: 'the readiness watch did not close', ended: this.#readiness?.close() },
+      { failure: 'the rank part was not withdrawn', ended: this.#publication?.withdraw() },
+    ];
+    const outcomes = await Promise.allSettled(steps.map(({ ended }) => ended));
+    const failed = steps.flatMap(({ failure }, index) => {
+      const outcome = outcomes[index] as PromiseSettledResult<void>;
+      return outcome.status === 'rejected' ? [{ failure, error: outcome.reason as unknown }] : [];
+    });
+    if (failed.length > 0)
+      throw new AggregateError(
+        failed.map(({ error }) => error),
+        failed
+          .map(({ failure, error }) => `${failure}: ${error instanceof Error ? error.message : String(error)}`)
+          .join('; '),
+      );
   }
 
   /** Gives back what a publication that failed on its own had published, every step tried whatever the others do. */
