@@ -48,20 +48,35 @@ export class InventoryWithdrawnError extends InventoryError {
 }
 
 /**
- * A worker's batch would store more new distinct blocks than the retained inventory has room for (it
- * holds at most 2^27); the whole batch was refused and nothing changed.
+ * Which ceiling of the retained inventory a batch would pass: its distinct blocks, or its further
+ * holders (a worker retaining a block another worker retains too). It holds at most 2^27 of each.
+ */
+export type InventoryLimit = 'blocks' | 'further-holders';
+
+const limitWords: Record<InventoryLimit, string> = {
+  blocks: 'distinct blocks',
+  'further-holders': 'further holders (workers retaining a block another worker retains too)',
+};
+
+/**
+ * A worker's batch would, at some point in its order, hold more distinct blocks or more further holders
+ * than the retained inventory has room for (what it removes before that counts); the whole batch was
+ * refused and nothing changed.
  */
 export class InventoryFullError extends InventoryError {
   readonly code = 'INVENTORY_FULL';
   constructor(
     readonly workerId: string,
-    readonly newBlocks: number,
+    readonly limit: InventoryLimit,
+    /** How many more of them the batch needs at its fullest. */
+    readonly needed: number,
     readonly room: number,
-    readonly maxBlocks: number,
+    /** The most the inventory holds. */
+    readonly most: number,
   ) {
     super(
-      `retained inventory is full: a batch of worker ${workerId} stores ${newBlocks} new distinct blocks, ` +
-        `room is left for ${room} of its ${maxBlocks}; the batch is refused`,
+      `retained inventory is full: a batch of worker ${workerId} needs room for ${needed} more ${limitWords[limit]}, ` +
+        `room is left for ${room} of its ${most}; the batch is refused`,
     );
   }
 }

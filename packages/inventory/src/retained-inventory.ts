@@ -1,3 +1,4 @@
+import { checkBatchRoom } from './batch-room.js';
 import { InvalidInventoryOptionError, InventoryEventError } from './errors.js';
 import { checkFunction, checkOptionsObject } from './options.js';
 import {
@@ -8,7 +9,9 @@ import {
   minExpiresAtMs,
   type RetentionTier,
 } from './events.js';
-import { hashWords, maxExpectedBlocks, maxTick, minRehashStep, RetainedTable } from './retained-table.js';
+import { hashWords } from './hash-words.js';
+import { maxExpectedBlocks, maxTick, minRehashStep, RetainedTable } from './retained-table.js';
+import type { TableChange } from './table-change.js';
 
 /**
  * One worker's retained prefix of a hash chain. Advisory: the blocks may already be evicted, the
@@ -66,6 +69,11 @@ const secondsClockRefusal =
   `must return milliseconds since the Unix epoch, as Date.now does; a reading below ${minExpiresAtMs} (March 1973) ` +
   'is in seconds or from a monotonic clock (performance.now), against which no expiry would ever come';
 const tickMs = 100;
+/** A new incarnation's first batch drops every entry of the previous one before its own changes. */
+const dropEverything: readonly TableChange[] = [
+  { type: 'clear', tier: 0 },
+  { type: 'clear', tier: 1 },
+];
 
 /**
  * The advisory retained inventory: which block hashes each worker retains, on which tier, until
@@ -133,8 +141,9 @@ export class RetainedInventory {
    * Applies one worker's batch. A batch of a larger epoch (a newer incarnation) first drops
    * everything the worker's previous incarnation retained; a batch of a smaller epoch (a superseded
    * incarnation's) is ignored, as is a batch whose `seq` is not above the last applied one of the
-   * same incarnation (both return false). It holds at most 2^27 distinct blocks: a batch that would
-   * store more new ones than there is room for is refused whole (`InventoryFullError`), changing nothing.
+   * same incarnation (both return false). It holds at most 2^27 distinct blocks and 2^27 further
+   * holders of blocks: a batch that would pass either, in its order (what it removes first makes room),
+   * is refused whole (`InventoryFullError`), changing nothing.
    */
   apply(batch: InventoryBatch): boolean {
     if (batch === null || typeof batch !== 'object') throw new InventoryEventError('', batch, 'a batch is an object');
@@ -165,10 +174,12 @@ export class RetainedInventory {
     }
     if (worker !== undefined && epoch < this.epochs[worker]!) return false;
     if (worker !== undefined && epoch === this.epochs[worker] && seq <= this.lastSeq[worker]!) return false;
-    this.checkRoom(workerId, events, nowTick);
+    const changes = events.map((event) => this.tableChange(event, nowTick));
+    const newIncarnation = worker !== undefined && epoch > this.epochs[worker]!;
+    checkBatchRoom(this.index, worker, newIncarnation ? [...dropEverything, ...changes] : changes, workerId);
     if (worker === undefined) {
       worker = this.addWorker(workerId, incarnation, epoch);
-    } else if (epoch > this.epochs[worker]!) {
+    } else if (newIncarnation) {
       this.index.dropRecords(worker);
       this.incarnations[worker] = incarnation;
       this.epochs[worker] = epoch;
@@ -179,50 +190,25 @@ export class RetainedInventory {
     if (batch.complete === true) this.complete[worker] = true;
     let blocks = 0;
     let stored = 0;
-    for (const event of events) {
-      const tier = tierOffset[event.tier];
-      if (event.type === 'cleared') {
-        this.index.withdraw(worker, tier, maxTick);
-        continue;
-      }
-      const words = hashWords(event.blocks);
-      blocks += words.length / 2;
-      const expiry = this.expiryTick(event);
-      if (expiry > nowTick) {
-        this.index.reserveRecords(worker, words.length / 2);
-        stored += words.length / 2;
-      }
-      for (let i = 0; i < words.length; i += 2) {
-        if (expiry > nowTick) this.index.store(worker, words[i]!, words[i + 1]!, tier, expiry);
-        else this.index.remove(worker, words[i]!, words[i + 1]!, tier);
-      }
+    for (const change of changes) {
+      this.index.change(worker, change);
+      if (change.type === 'clear') continue;
+      blocks += change.words.length / 2;
+      if (change.type === 'store') stored += change.words.length / 2;
     }
     this.index.compact(worker, this.compactStep + 2 * stored);
     this.index.maintain(this.pruneStep + blocks, nowTick);
     return true;
   }
 
-  /** The tick a `stored` event's blocks expire at; 0 for a `removed` one. */
-  private expiryTick(event: InventoryEvent): number {
-    return event.type === 'stored' ? Math.min(maxTick, Math.ceil((event.expiresAt - this.epochMs) / tickMs)) : 0;
-  }
-
-  /**
-   * Refuses (`InventoryFullError`) a batch whose unexpired stored blocks not yet in the index would
-   * take it past the most it holds, before anything changes. Counted against the index as the batch
-   * finds it: blocks the batch removes, or a new incarnation drops, make room only for the next one.
-   */
-  private checkRoom(workerId: string, events: readonly InventoryEvent[], nowTick: number): void {
-    const storing = events.filter(
-      (event): event is InventoryEvent & { type: 'stored' } =>
-        event.type === 'stored' && this.expiryTick(event) > nowTick,
-    );
-    // Most batches fit even if every block is new: only those that might not are looked up.
-    if (storing.reduce((blocks, event) => blocks + event.blocks.length, 0) <= this.index.room) return;
-    this.index.checkRoom(
-      storing.map((event) => hashWords(event.blocks)),
-      workerId,
-    );
+  /** What an event changes in the index; a `stored` event whose blocks have expired removes them. */
+  private tableChange(event: InventoryEvent, nowTick: number): TableChange {
+    const tier = tierOffset[event.tier];
+    if (event.type === 'cleared') return { type: 'clear', tier };
+    const words = hashWords(event.blocks);
+    const expiry =
+      event.type === 'stored' ? Math.min(maxTick, Math.ceil((event.expiresAt - this.epochMs) / tickMs)) : 0;
+    return expiry > nowTick ? { type: 'store', tier, words, expiry } : { type: 'remove', tier, words };
   }
 
   /** Forgets a worker (its inventory lease ended, or it left). */

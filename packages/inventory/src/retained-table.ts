@@ -3,7 +3,8 @@
 // and swept a few slots at a time. It knows worker slots, tiers (0 = GPU, 1 = host) and expiry ticks;
 // what a worker, an incarnation, an event or a millisecond is, is the inventory's rules
 // (retained-inventory.ts).
-import { InventoryFullError } from './errors.js';
+import { mix } from './hash-words.js';
+import type { HeldBlock, TableChange } from './table-change.js';
 import { PrefixCandidates, type PrefixFound } from './prefix-candidates.js';
 import { PreparedArray } from './prepared-array.js';
 import { type ResizableWords, resizableWords, resizedWords } from './resizable-words.js';
@@ -48,6 +49,11 @@ export const minRehashStep = 3;
  * blocks take 3.8 GB already; past them its slot index would leave int32 and its words a typed array.
  */
 export const maxExpectedBlocks = 2 ** 27;
+/**
+ * The most overflow entries (workers retaining a block beyond its first) the table holds: 1.5 GB of
+ * them, and 2 GB of the records they point at, next to the 3.8 GB of a full table's slots.
+ */
+export const maxFurtherHolders = 2 ** 27;
 // The next table (and the next overflow slab) is allocated at load `prepareLoad` and one of its pages
 // touched per `touchEvery` new blocks (overflow entries), so that the kernel's page faults are spread
 // out instead of hitting the first operations of a growth step at up to one per stored block. The
@@ -67,36 +73,10 @@ const moreReservedEntries = 1 << 24;
 const moreStepEntries = 5_461; // × 12 bytes = 64 KiB
 /** Up to this many workers on a chain's first block, a lookup follows each one on its own. */
 const followEachLimit = 32;
-const littleEndian = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 const noTable = new Int32Array(0);
 const noRecords = new Int32Array(0);
 
 const holderBit = (worker: number): number => 1 << (worker & 31);
-
-/** murmur3's 32-bit finaliser over both halves of a hash. */
-function mix(lo: number, hi: number): number {
-  let h = lo ^ Math.imul(hi, 0x9e3779b1);
-  h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
-  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35);
-  return (h ^ (h >>> 16)) >>> 0;
-}
-
-/**
- * A chain's hashes as (lo, hi) pairs of 32-bit words, without copying on little-endian machines.
- * Words are int32 everywhere in the index so that V8 never boxes a value above 2^31.
- */
-export function hashWords(chain: BigUint64Array | readonly bigint[]): Int32Array {
-  if (littleEndian && chain instanceof BigUint64Array) {
-    return new Int32Array(chain.buffer, chain.byteOffset, chain.length * 2);
-  }
-  const words = new Int32Array(chain.length * 2);
-  for (let i = 0; i < chain.length; i++) {
-    const hash = chain[i]!;
-    words[2 * i] = Number(hash & 0xffffffffn);
-    words[2 * i + 1] = Number(hash >> 32n);
-  }
-  return words;
-}
 
 /** A worker's records in a slab of `words` words: its used records, the rest unwritten. */
 function slabOf(records: Int32Array, used: number, words: number): Int32Array {
@@ -125,7 +105,8 @@ export class RetainedTable {
   private previousHomeScale = 0;
   private unmoved = 0;
   private readonly rehashStep: number;
-  private readonly maxBlocks: number;
+  readonly maxBlocks: number;
+  readonly maxFurtherHolders: number;
   private readonly maxSlots: number;
   private readonly nextTable = new PreparedArray();
   // The expiry sweep's next record.
@@ -134,6 +115,7 @@ export class RetainedTable {
   private more: ResizableWords = resizableWords(64 * moreWords, moreReservedEntries * moreWords);
   private moreUsed = 0;
   private moreFree = 0; // free overflow entry + 1
+  private furtherHolders = 0; // overflow entries in use
   private liveEntries = 0;
   private readonly records: Int32Array[] = [];
   private readonly recordsUsed: number[] = [];
@@ -150,10 +132,16 @@ export class RetainedTable {
   private bases = new Int32Array(64);
   private touched = 0; // written so that the touching loads are not optimised away
 
-  /** `maxBlocks` is below `maxExpectedBlocks` only in tests, which cannot allocate a full table. */
-  constructor(expectedBlocks: number, rehashStep: number, maxBlocks = maxExpectedBlocks) {
+  /** The ceilings are below `maxExpectedBlocks` and `maxFurtherHolders` only in tests, which cannot fill them. */
+  constructor(
+    expectedBlocks: number,
+    rehashStep: number,
+    maxBlocks = maxExpectedBlocks,
+    furtherHolderCeiling = maxFurtherHolders,
+  ) {
     this.rehashStep = rehashStep;
     this.maxBlocks = maxBlocks;
+    this.maxFurtherHolders = furtherHolderCeiling;
     this.maxSlots = Math.ceil(maxBlocks / maxLoad);
     this.table = noTable;
     this.resize(Math.ceil(Math.max(16, expectedBlocks) / maxLoad));
@@ -169,18 +157,46 @@ export class RetainedTable {
     return this.maxBlocks - this.distinctHashes;
   }
 
+  /** How many more overflow entries (workers retaining a block beyond its first) the table holds. */
+  get furtherHolderRoom(): number {
+    return this.maxFurtherHolders - this.furtherHolders;
+  }
+
   /**
-   * Refuses (`InventoryFullError`) chains to store for `workerId` that hold more blocks the table does
-   * not have yet than it has room for; changes nothing.
+   * A worker's entry of a block as the table holds it (`worker` undefined: a worker without a slot,
+   * which holds nothing); moves nothing.
    */
-  checkRoom(chains: readonly Int32Array[], workerId: string): void {
-    const added = new Set<string>();
-    for (const words of chains) {
-      for (let i = 0; i < words.length; i += 2) {
-        if (!this.holds(words[i]!, words[i + 1]!)) added.add(`${words[i]} ${words[i + 1]}`);
-      }
+  heldBlock(worker: number | undefined, lo: number, hi: number): HeldBlock {
+    let slots = this.table;
+    let slot = this.probe(lo, hi);
+    if (slot < 0 && this.previousSlots !== 0) {
+      slots = this.previous;
+      slot = this.previousSlotOf(lo, hi);
     }
-    if (added.size > this.room) throw new InventoryFullError(workerId, added.size, this.room, this.maxBlocks);
+    if (slot < 0) return { tiers: 0, shared: false };
+    const base = slot * slotWords;
+    const more = this.more;
+    let record = worker !== undefined && slots[base + slotWorker] === worker + 1 ? slots[base + slotRecord]! : -1;
+    let holders = 1;
+    for (let m = slots[base + slotMore]!; m !== 0; m = more[(m - 1) * moreWords + moreNext]!) {
+      holders++;
+      if (more[(m - 1) * moreWords + moreWorker] === worker) record = more[(m - 1) * moreWords + moreRecord]!;
+    }
+    if (record < 0) return { tiers: 0, shared: true };
+    const records = this.records[worker!]!;
+    const at = record * recordWords;
+    const gpu = records[at + recordGpu] === 0 ? 0 : 1;
+    const host = records[at + recordGpu + 1] === 0 ? 0 : 2;
+    return { tiers: gpu | host, shared: holders > 1 };
+  }
+
+  /** Calls `visit` with the hash of each block the worker retains (on either tier). */
+  forEachHeld(worker: number, visit: (lo: number, hi: number) => void): void {
+    const records = this.records[worker]!;
+    for (let at = 0, end = this.recordsUsed[worker]! * recordWords; at < end; at += recordWords) {
+      if ((records[at + recordGpu]! | records[at + recordGpu + 1]!) !== 0)
+        visit(records[at + recordLo]!, records[at + recordHi]!);
+    }
   }
 
   /** Bytes held by the index's typed arrays. */
@@ -364,11 +380,6 @@ export class RetainedTable {
     return -1 - slot;
   }
 
-  /** Whether either table holds a hash; moves nothing. */
-  private holds(lo: number, hi: number): boolean {
-    return this.probe(lo, hi) >= 0 || (this.previousSlots !== 0 && this.previousSlotOf(lo, hi) >= 0);
-  }
-
   /** `slotOf` in the current table alone. */
   private probe(lo: number, hi: number): number {
     const table = this.table;
@@ -449,7 +460,7 @@ export class RetainedTable {
     this.resize(this.nextSlots());
   }
 
-  /** The slots of the next table: `growth` times more, up to the ceiling (`checkRoom` keeps the load below maxLoad there). */
+  /** The slots of the next table: `growth` times more, up to the ceiling (`checkBatchRoom` keeps the load below maxLoad there). */
   private nextSlots(): number {
     return Math.min(Math.ceil(this.slots * growth), this.maxSlots);
   }
@@ -513,7 +524,7 @@ export class RetainedTable {
   }
 
   /** Makes room for `count` more records of a worker at once, so a stored chain stays contiguous. */
-  reserveRecords(worker: number, count: number): void {
+  private reserveRecords(worker: number, count: number): void {
     const needed = (this.recordsUsed[worker]! + count) * recordWords;
     const records = this.records[worker]!;
     if (needed <= records.length) return;
@@ -534,7 +545,22 @@ export class RetainedTable {
     return record;
   }
 
-  store(worker: number, lo: number, hi: number, tier: 0 | 1, expiry: number): void {
+  /** Makes one change of a batch to a worker's entries; the blocks one change stores lie contiguous in its slab. */
+  change(worker: number, change: TableChange): void {
+    if (change.type === 'clear') {
+      this.withdraw(worker, change.tier, maxTick);
+      return;
+    }
+    const { tier, words } = change;
+    if (change.type === 'remove') {
+      for (let i = 0; i < words.length; i += 2) this.remove(worker, words[i]!, words[i + 1]!, tier);
+      return;
+    }
+    this.reserveRecords(worker, words.length / 2);
+    for (let i = 0; i < words.length; i += 2) this.store(worker, words[i]!, words[i + 1]!, tier, change.expiry);
+  }
+
+  private store(worker: number, lo: number, hi: number, tier: 0 | 1, expiry: number): void {
     const slot = this.slotOf(lo, hi);
     if (slot < 0) {
       const record = this.appendRecord(worker, lo, hi, tier, expiry);
@@ -577,7 +603,7 @@ export class RetainedTable {
     this.table[base + slotHolders]! |= holderBit(worker);
   }
 
-  remove(worker: number, lo: number, hi: number, tier: 0 | 1): void {
+  private remove(worker: number, lo: number, hi: number, tier: 0 | 1): void {
     const record = this.recordOf(worker, lo, hi);
     if (record < 0) return;
     const records = this.records[worker]!;
@@ -591,7 +617,7 @@ export class RetainedTable {
    * Clears one tier of every record of a worker whose expiry on it is ≤ `expiredBy` (every record
    * with `maxTick`), and unindexes the records left on no tier. One pass over the worker's records.
    */
-  withdraw(worker: number, tier: 0 | 1, expiredBy: number): void {
+  private withdraw(worker: number, tier: 0 | 1, expiredBy: number): void {
     const gpuBy = tier === 0 ? expiredBy : 0;
     const hostBy = tier === 1 ? expiredBy : 0;
     for (let record = 0, used = this.recordsUsed[worker]!; record < used; record++)
@@ -750,6 +776,7 @@ export class RetainedTable {
   }
 
   private allocateMore(): number {
+    this.furtherHolders++;
     if (this.moreFree !== 0) {
       const m = this.moreFree;
       this.moreFree = this.more[(m - 1) * moreWords + moreNext]!;
@@ -764,5 +791,6 @@ export class RetainedTable {
   private freeMore(m: number): void {
     this.more[(m - 1) * moreWords + moreNext] = this.moreFree;
     this.moreFree = m;
+    this.furtherHolders--;
   }
 }
