@@ -12,7 +12,7 @@ import {
 import type { SourceTier, TransferCalibration } from './calibration.js';
 import { type EstimateKind, estimatePull, type PullEstimate, type PullShape } from './cost-model.js';
 import { CalibrationClockError, type CalibrationClockRefusal, RouteRequestError, RouterOptionError } from './errors.js';
-import { LookupBudget } from './lookup-budget.js';
+import { LookupBudget, type LookupFault } from './lookup-budget.js';
 import { lookupClock } from './lookup-clock.js';
 import { type PromptInput, promptChain } from './prompt-chain.js';
 import { type LinkClass, linkClassBetween, SourceBook, type SourceState } from './sources.js';
@@ -49,7 +49,8 @@ export interface RouteContext {
    * Monotonic milliseconds against which the lookup budget runs. Default: a clock that advances by the
    * lesser of wall and CPU time (the thread's where Node reports it, else the process's), so that a
    * decision the scheduler preempted is not charged for the time other processes ran. One that throws,
-   * reads other than a finite number or goes back ends the decision as `budget-exceeded`, saying how.
+   * reads other than a finite number or goes back ends the decision as `budget-exceeded`, saying how
+   * (`RouteDecision.lookupFault`).
    */
   readonly clock?: () => number;
 }
@@ -167,6 +168,11 @@ export interface RouteDecision {
    * with the priors, as without a calibration, and `detail` says so.
    */
   readonly calibrationFault?: CalibrationFault;
+  /**
+   * Present when the lookup clock (`RouteContext.clock`) failed during the decision: it is then
+   * `budget-exceeded` however little time it took, and `detail` says so.
+   */
+  readonly lookupFault?: LookupFault;
 }
 
 interface Priced {
@@ -520,11 +526,14 @@ function recompute(
 }
 
 function exceeded(budget: LookupBudget, considered: number, rejected: readonly RejectedSource[]): DecisionDraft {
+  const { fault } = budget;
   const why =
-    budget.fault === undefined
+    fault === undefined
       ? `finding a source took longer than router.transfer_source_lookup_budget_ms = ${budget.budgetMs} ms`
-      : `the lookup clock (context.clock) failed, ${budget.fault}`;
-  return recompute('budget-exceeded', `${why}: no source, the prefix is recomputed`, considered, rejected);
+      : fault.detail;
+  const decision = recompute('budget-exceeded', `${why}: no source, the prefix is recomputed`, considered, rejected);
+  if (fault !== undefined) decision.lookupFault = fault;
+  return decision;
 }
 
 function reject(rejected: RejectedSource[], worker: string, reason: RejectionReason, detail: string): void {

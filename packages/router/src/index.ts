@@ -54,6 +54,7 @@ export {
   type RouteDestination,
   type RouteRequest,
 } from './decide.js';
+export { type LookupClockRefusal, lookupClockRefusals, type LookupFault } from './lookup-budget.js';
 export { registerDefaultMetrics, RouterMetrics, type RouterMetricsOptions } from './metrics.js';
 export { SavingReport, type SavingRow } from './saving-report.js';
 export { routerGroup } from './settings.js';

@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { Scenario, settingsOf, workerOf } from '../test/support.js';
 import { decide, type RouteDecision } from './decide.js';
+import type { LookupClockRefusal } from './lookup-budget.js';
+import { RouterMetrics } from './metrics.js';
 
 describe('LookupBudget: decide on a lookup clock that fails', () => {
   /** A lookup clock that reads `readings` in turn, then the last of them; a function among them is called instead. */
@@ -27,33 +29,58 @@ describe('LookupBudget: decide on a lookup clock that fails', () => {
       },
     );
   }
-  const failed = (considered: number, how: string) => ({
-    action: 'recompute',
-    reason: 'budget-exceeded',
-    extent: 0,
-    candidatesConsidered: considered,
-    detail: `the lookup clock (context.clock) failed, ${how}: no source, the prefix is recomputed`,
-  });
+  const failed = (considered: number, refusal: LookupClockRefusal, how: string) => {
+    const fault = { refusal, detail: `the lookup clock (context.clock) failed, ${how}` };
+    return {
+      action: 'recompute',
+      reason: 'budget-exceeded',
+      extent: 0,
+      candidatesConsidered: considered,
+      detail: `${fault.detail}: no source, the prefix is recomputed`,
+      lookupFault: fault,
+    };
+  };
 
   it('ends the decision as budget-exceeded when the clock throws, saying so, where it threw', () => {
     // Readings: the start, after hashing, after the lookup, before the second and third candidates, after the last.
-    expect(decideWith(gone)).toMatchObject(failed(0, 'it threw: clock source gone'));
-    expect(decideWith(scriptedClock([0, 0, 0, gone]))).toMatchObject(failed(1, 'it threw: clock source gone'));
-    expect(decideWith(scriptedClock([0, 0, 0, 0, 0, gone]))).toMatchObject(failed(3, 'it threw: clock source gone'));
+    expect(decideWith(gone)).toMatchObject(failed(0, 'threw', 'it threw: clock source gone'));
+    expect(decideWith(scriptedClock([0, 0, 0, gone]))).toMatchObject(failed(1, 'threw', 'it threw: clock source gone'));
+    expect(decideWith(scriptedClock([0, 0, 0, 0, 0, gone]))).toMatchObject(
+      failed(3, 'threw', 'it threw: clock source gone'),
+    );
   });
 
   it('ends the decision as budget-exceeded when the clock reads no finite number or goes back', () => {
-    expect(decideWith(() => Number.NaN)).toMatchObject(failed(0, 'it read NaN, not a finite number of milliseconds'));
+    expect(decideWith(() => Number.NaN)).toMatchObject(
+      failed(0, 'not-finite', 'it read NaN, not a finite number of milliseconds'),
+    );
     expect(decideWith(scriptedClock([0, 0, Number.POSITIVE_INFINITY]))).toMatchObject(
-      failed(3, 'it read Infinity, not a finite number of milliseconds'),
+      failed(3, 'not-finite', 'it read Infinity, not a finite number of milliseconds'),
     );
     expect(decideWith(scriptedClock([0, 0, 0, '1' as never]))).toMatchObject(
-      failed(1, 'it read "1", not a finite number of milliseconds'),
+      failed(1, 'not-finite', 'it read "1", not a finite number of milliseconds'),
     );
-    expect(decideWith(scriptedClock([5, 5, 4]))).toMatchObject(failed(3, 'it went back from 5 to 4 ms'));
+    expect(decideWith(scriptedClock([5, 5, 4]))).toMatchObject(failed(3, 'went-back', 'it went back from 5 to 4 ms'));
   });
 
-  it('pulls when the same clock works', () => {
-    expect(decideWith(scriptedClock([0]))).toMatchObject({ action: 'pull', reason: 'worth-it' });
+  it('is counted by RouterMetrics by how the clock failed', async () => {
+    const metrics = new RouterMetrics();
+    metrics.decided(decideWith(gone));
+    metrics.decided(decideWith(scriptedClock([5, 5, 4])));
+    metrics.decided(decideWith(scriptedClock([0, 0, 100])));
+    const text = await metrics.text();
+    expect(text).toContain('kvreuse_route_lookup_clock_refusals_total{refusal="threw"} 1\n');
+    expect(text).toContain('kvreuse_route_lookup_clock_refusals_total{refusal="went-back"} 1\n');
+    expect(text).toContain('kvreuse_route_lookup_clock_refusals_total{refusal="not-finite"} 0\n');
+    expect(text).toContain('kvreuse_route_decisions_total{action="recompute",reason="budget-exceeded"} 3\n');
+  });
+
+  it('pulls when the same clock works, and names no lookup fault when the budget is spent in time', () => {
+    const pulled = decideWith(scriptedClock([0]));
+    expect(pulled).toMatchObject({ action: 'pull', reason: 'worth-it' });
+    expect(pulled).not.toHaveProperty('lookupFault');
+    const late = decideWith(scriptedClock([0, 0, 100]));
+    expect(late).toMatchObject({ reason: 'budget-exceeded', detail: expect.stringMatching(/took longer than/) });
+    expect(late).not.toHaveProperty('lookupFault');
   });
 });

@@ -57,7 +57,11 @@ describe('RouterMetrics', () => {
     const registry = new Registry();
     new RouterMetrics({ registry }).decided({ action: 'recompute', reason: 'disabled' });
     const names = (await registry.getMetricsAsJSON()).map(({ name }) => name);
-    expect(names).toEqual(['kvreuse_route_decisions_total', 'kvreuse_route_calibration_clock_refusals_total']);
+    expect(names).toEqual([
+      'kvreuse_route_decisions_total',
+      'kvreuse_route_calibration_clock_refusals_total',
+      'kvreuse_route_lookup_clock_refusals_total',
+    ]);
   });
 
   it("counts the decisions priced with the priors because the calibration's clock failed, by how it failed", async () => {
@@ -73,6 +77,39 @@ describe('RouterMetrics', () => {
     expect(text).toContain('kvreuse_route_calibration_clock_refusals_total{refusal="went-back"} 2\n');
     expect(text).toContain('kvreuse_route_calibration_clock_refusals_total{refusal="threw"} 0\n');
     expect(text).toContain('kvreuse_route_decisions_total{action="pull",reason="worth-it"} 2\n');
+  });
+
+  it('counts the decisions ended as budget-exceeded because the lookup clock failed, by how it failed', async () => {
+    const metrics = new RouterMetrics();
+    const fault = {
+      refusal: 'not-finite',
+      detail: 'the lookup clock (context.clock) failed, it read NaN, not a finite number of milliseconds',
+    } as const;
+    metrics.decided({ action: 'recompute', reason: 'budget-exceeded', lookupFault: fault });
+    metrics.decided({ action: 'recompute', reason: 'budget-exceeded' });
+    const text = await metrics.text();
+    expect(text).toContain('kvreuse_route_lookup_clock_refusals_total{refusal="not-finite"} 1\n');
+    expect(text).toContain('kvreuse_route_lookup_clock_refusals_total{refusal="threw"} 0\n');
+    expect(text).toContain('kvreuse_route_lookup_clock_refusals_total{refusal="went-back"} 0\n');
+    expect(text).toContain('kvreuse_route_decisions_total{action="recompute",reason="budget-exceeded"} 2\n');
+  });
+
+  it('refuses, counting nothing, a lookup fault decide never gives: an unknown refusal, or one on a decision within budget', async () => {
+    const metrics = new RouterMetrics();
+    const unknownFault = { refusal: 'late', detail: '' } as never;
+    expect(() =>
+      metrics.decided({ action: 'recompute', reason: 'budget-exceeded', lookupFault: unknownFault }),
+    ).toThrow(
+      /decision.lookupFault .* is refused: absent, or on a budget-exceeded decision a fault whose refusal is one of threw, not-finite, went-back/,
+    );
+    const fault = { refusal: 'threw', detail: 'the lookup clock (context.clock) failed, it threw: gone' } as const;
+    expect(codeOf(thrown(() => metrics.decided({ action: 'pull', reason: 'worth-it', lookupFault: fault })))).toBe(
+      'INVALID_ROUTER_OPTION',
+    );
+    const text = await metrics.text();
+    expect(text).toContain('kvreuse_route_lookup_clock_refusals_total{refusal="threw"} 0\n');
+    expect(text).toContain('kvreuse_route_decisions_total{action="pull",reason="worth-it"} 0\n');
+    expect(text).toContain('kvreuse_route_decisions_total{action="recompute",reason="budget-exceeded"} 0\n');
   });
 
   it('refuses a decision decide never returns, and a registry that is not one', () => {

@@ -3,6 +3,7 @@
 import { collectDefaultMetrics, Counter, type Metric, Registry } from 'prom-client';
 import { type DecisionReason, decisionReasons, type RouteDecision } from './decide.js';
 import { calibrationClockRefusals, isObject, RouterOptionError } from './errors.js';
+import { lookupClockRefusals } from './lookup-budget.js';
 
 export interface RouterMetricsOptions {
   /**
@@ -17,6 +18,22 @@ const possibleDecisions = decisionReasons.map((reason: DecisionReason) => ({
   action: reason === 'worth-it' ? 'pull' : 'recompute',
   reason,
 }));
+
+/** Whether a decision's fault is one `decide` gives: an object whose `refusal` is one of `refusals`. */
+const isFault = (fault: unknown, refusals: readonly string[]): boolean =>
+  isObject(fault) && refusals.includes((fault as { readonly refusal?: unknown }).refusal as string);
+
+/** A counter of decisions by how a clock failed, in `registry`, with every refusal's series from the first scrape. */
+function refusalCounter(
+  registry: Registry,
+  name: string,
+  help: string,
+  refusals: readonly string[],
+): Counter<'refusal'> {
+  const counter = new Counter({ name, help, labelNames: ['refusal'], registers: [registry] });
+  for (const refusal of refusals) counter.inc({ refusal }, 0);
+  return counter;
+}
 
 let processDefaultMetrics: Registry | undefined;
 
@@ -42,13 +59,14 @@ export function registerDefaultMetrics(registry: Registry): void {
 }
 
 /**
- * `kvreuse_route_decisions_total` (by action and reason) and `kvreuse_route_calibration_clock_refusals_total`
- * (by refusal), every possible series from the first scrape.
+ * `kvreuse_route_decisions_total` (by action and reason), `kvreuse_route_calibration_clock_refusals_total`
+ * and `kvreuse_route_lookup_clock_refusals_total` (by refusal), every possible series from the first scrape.
  */
 export class RouterMetrics {
   readonly registry: Registry;
   readonly #decisions: Counter<'action' | 'reason'>;
   readonly #calibrationClockRefusals: Counter<'refusal'>;
+  readonly #lookupClockRefusals: Counter<'refusal'>;
 
   constructor(options: RouterMetricsOptions = {}) {
     if (typeof options !== 'object' || options === null)
@@ -68,17 +86,22 @@ export class RouterMetrics {
       registers: [this.registry],
     });
     for (const labels of possibleDecisions) this.#decisions.inc(labels, 0);
-    this.#calibrationClockRefusals = new Counter({
-      name: 'kvreuse_route_calibration_clock_refusals_total',
-      help: "Decisions priced with the priors because the calibration's clock failed, by how it failed (calibrationClockRefusals).",
-      labelNames: ['refusal'],
-      registers: [this.registry],
-    });
-    for (const refusal of calibrationClockRefusals) this.#calibrationClockRefusals.inc({ refusal }, 0);
+    this.#calibrationClockRefusals = refusalCounter(
+      this.registry,
+      'kvreuse_route_calibration_clock_refusals_total',
+      "Decisions priced with the priors because the calibration's clock failed, by how it failed (calibrationClockRefusals).",
+      calibrationClockRefusals,
+    );
+    this.#lookupClockRefusals = refusalCounter(
+      this.registry,
+      'kvreuse_route_lookup_clock_refusals_total',
+      'Decisions ended as budget-exceeded because the lookup clock failed, by how it failed (lookupClockRefusals).',
+      lookupClockRefusals,
+    );
   }
 
-  /** Counts one decision (as `decide` returned it), and its calibration fault if it has one. */
-  decided(decision: Pick<RouteDecision, 'action' | 'reason' | 'calibrationFault'>): void {
+  /** Counts one decision (as `decide` returned it), and its calibration and lookup faults if it has them. */
+  decided(decision: Pick<RouteDecision, 'action' | 'reason' | 'calibrationFault' | 'lookupFault'>): void {
     if (!possibleDecisions.some(({ action, reason }) => action === decision.action && reason === decision.reason))
       throw new RouterOptionError(
         'decision',
@@ -86,14 +109,25 @@ export class RouterMetrics {
         'a decision decide returns (pull worth-it, or recompute for another reason)',
       );
     const fault = decision.calibrationFault;
-    if (fault !== undefined && !(isObject(fault) && calibrationClockRefusals.includes(fault.refusal)))
+    if (fault !== undefined && !isFault(fault, calibrationClockRefusals))
       throw new RouterOptionError(
         'decision.calibrationFault',
         fault,
         `absent, or a fault whose refusal is one of ${calibrationClockRefusals.join(', ')}`,
       );
+    const { lookupFault } = decision;
+    if (
+      lookupFault !== undefined &&
+      !(isFault(lookupFault, lookupClockRefusals) && decision.reason === 'budget-exceeded')
+    )
+      throw new RouterOptionError(
+        'decision.lookupFault',
+        lookupFault,
+        `absent, or on a budget-exceeded decision a fault whose refusal is one of ${lookupClockRefusals.join(', ')}`,
+      );
     this.#decisions.inc({ action: decision.action, reason: decision.reason });
     if (fault !== undefined) this.#calibrationClockRefusals.inc({ refusal: fault.refusal });
+    if (lookupFault !== undefined) this.#lookupClockRefusals.inc({ refusal: lookupFault.refusal });
   }
 
   /** The metrics in Prometheus' text format. */
