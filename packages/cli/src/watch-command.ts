@@ -165,9 +165,9 @@ const flagOfOption = new Map([
 ]);
 
 /** Every rank's subscriber; an endpoint ZMQ cannot connect to is the usage error of its flag it is. */
-function subscribeRanks(options: EngineRanksOptions): EngineEventSubscriber[] {
+async function subscribeRanks(options: EngineRanksOptions): Promise<EngineEventSubscriber[]> {
   try {
-    return subscribeEngineRanks(options);
+    return await subscribeEngineRanks(options);
   } catch (error) {
     if (!(error instanceof EngineEventsInputError)) throw error;
     const flag = flagOfOption.get(error.argument);
@@ -198,7 +198,7 @@ async function follow(
   let takeBack: (() => void) | undefined;
   // The ranks subscribed are closed however this ends.
   try {
-    subscribers = subscribeRanks({
+    subscribers = await subscribeRanks({
       engine,
       endpoint,
       ...(replay === undefined ? {} : { replayEndpoint: replay }),

@@ -5,6 +5,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Encoder } from '@msgpack/msgpack';
 import { Dealer, Router, Subscriber, XPublisher } from 'zeromq';
 import { EngineInventoryFeed } from './engine-inventory-feed.js';
+import type { EngineEventsInputError } from './errors.js';
 import {
   EngineEventSubscriber,
   type EngineRankSource,
@@ -554,7 +555,7 @@ describe('subscribeEngineRanks', () => {
     const feed = new EngineInventoryFeed({ inventory: new RetainedInventory(), scheme });
     const seen: [string, EngineRankSource][] = [];
     let heard = (): void => {};
-    const subscribers = subscribeEngineRanks({
+    const subscribers = await subscribeEngineRanks({
       engine: 'engine-h',
       endpoint: 'inproc://engine-h',
       ranks: 2,
@@ -580,7 +581,7 @@ describe('subscribeEngineRanks', () => {
     ]);
   });
 
-  it('leaves no rank open when another rank cannot be opened', () => {
+  it('leaves no rank open when another rank cannot be opened', async () => {
     // Cleared: vitest hands back the spy an earlier test made, with the calls it saw then.
     const connect = vi.spyOn(Subscriber.prototype, 'connect').mockClear();
     const close = vi.spyOn(Subscriber.prototype, 'close').mockClear();
@@ -588,9 +589,9 @@ describe('subscribeEngineRanks', () => {
       const feed = new EngineInventoryFeed({ inventory: new RetainedInventory(), scheme });
       const ranks = { engine: 'engine-b', feed, ranks: 2 };
       // Rank 1's replay endpoint cannot be derived from rank 0's.
-      expect(() =>
+      await expect(
         subscribeEngineRanks({ ...ranks, endpoint: 'tcp://127.0.0.1:5557', replayEndpoint: 'udp://x' }),
-      ).toThrow(
+      ).rejects.toThrow(
         expect.objectContaining({
           code: 'ENGINE_EVENTS_INVALID_INPUT',
           argument: 'options.replayEndpoint',
@@ -598,16 +599,18 @@ describe('subscribeEngineRanks', () => {
         }),
       );
       // Rank 1's port would be 65536: no rank is opened.
-      expect(() => subscribeEngineRanks({ ...ranks, endpoint: 'tcp://127.0.0.1:65535' })).toThrow(
+      await expect(subscribeEngineRanks({ ...ranks, endpoint: 'tcp://127.0.0.1:65535' })).rejects.toThrow(
         expect.objectContaining({ name: 'RankPortError', argument: 'options.endpoint', rank: 1 }),
       );
-      expect(() =>
+      await expect(
         subscribeEngineRanks({ ...ranks, endpoint: 'tcp://127.0.0.1:5557', replayEndpoint: 'tcp://127.0.0.1:65535' }),
-      ).toThrow(expect.objectContaining({ name: 'RankPortError', argument: 'options.replayEndpoint', rank: 1 }));
+      ).rejects.toThrow(
+        expect.objectContaining({ name: 'RankPortError', argument: 'options.replayEndpoint', rank: 1 }),
+      );
       expect(connect).not.toHaveBeenCalled();
       // Rank 0's ipc path fits a socket address (107 bytes at most), rank 1's (`_dp1` appended) does not.
       const endpoint = `ipc:///tmp/${'k'.repeat(99)}`;
-      expect(() => subscribeEngineRanks({ ...ranks, endpoint })).toThrow(
+      await expect(subscribeEngineRanks({ ...ranks, endpoint })).rejects.toThrow(
         expect.objectContaining({
           argument: 'options.endpoint',
           value: endpoint,
@@ -621,14 +624,71 @@ describe('subscribeEngineRanks', () => {
     }
   });
 
-  it('refuses missing options and an engine that is not a name, before it connects', () => {
+  it('has ended the receive loop of every rank it opened, and closed its sockets, when it rejects', async () => {
+    // Rank 0's ipc path fits a socket address (107 bytes at most), rank 1's (`_dp1` appended) does not.
+    const endpoint = `ipc:///tmp/${'m'.repeat(99)}`;
+    const seen: string[] = [];
+    // Cleared: vitest hands back the spy an earlier test made, with the calls it saw then.
+    const socketClose = vi.spyOn(Subscriber.prototype, 'close').mockClear();
+    const close = EngineEventSubscriber.prototype.close;
+    vi.spyOn(EngineEventSubscriber.prototype, 'close').mockImplementation(function (this: EngineEventSubscriber) {
+      void this.done.then(() => seen.push(`${this.workerId}: receive loop ended`));
+      return close.call(this);
+    });
+    try {
+      const feed = new EngineInventoryFeed({ inventory: new RetainedInventory(), scheme });
+      await subscribeEngineRanks({ engine: 'engine-m', endpoint, ranks: 2, feed }).catch((error: unknown) => {
+        // Rank 1's own socket, closed by its constructor, and rank 0's.
+        seen.push(
+          `rejected (${socketClose.mock.calls.length} sockets closed): ${(error as EngineEventsInputError).reason}`,
+        );
+      });
+      expect(seen).toEqual([
+        'engine-m/dp0: receive loop ended',
+        `rejected (2 sockets closed): rank 1 follows ${endpoint}_dp1: ZMQ cannot connect to it: File name too long (ENAMETOOLONG)`,
+      ]);
+    } finally {
+      vi.restoreAllMocks();
+    }
+  });
+
+  it("rejects with the rank's refusal, keeping a close that failed on its cause", async () => {
+    const endpoint = `ipc:///tmp/${'n'.repeat(99)}`;
+    const close = EngineEventSubscriber.prototype.close;
+    vi.spyOn(EngineEventSubscriber.prototype, 'close').mockImplementation(async function (this: EngineEventSubscriber) {
+      await close.call(this);
+      throw new Error(`${this.workerId} would not close`);
+    });
+    try {
+      const feed = new EngineInventoryFeed({ inventory: new RetainedInventory(), scheme });
+      const refusal = await subscribeEngineRanks({ engine: 'engine-n', endpoint, ranks: 2, feed }).catch(
+        (error: unknown) => error as Error,
+      );
+      expect(refusal).toMatchObject({
+        code: 'ENGINE_EVENTS_INVALID_INPUT',
+        argument: 'options.endpoint',
+        reason: `rank 1 follows ${endpoint}_dp1: ZMQ cannot connect to it: File name too long (ENAMETOOLONG)`,
+      });
+      const cause = (refusal as Error).cause as AggregateError;
+      expect(cause).toBeInstanceOf(AggregateError);
+      expect(cause.message).toBe('closing the ranks opened before it failed: engine-n/dp0 would not close');
+      expect(cause.errors).toEqual([
+        expect.objectContaining({ argument: 'options.endpoint', value: `${endpoint}_dp1` }),
+        new Error('engine-n/dp0 would not close'),
+      ]);
+    } finally {
+      vi.restoreAllMocks();
+    }
+  });
+
+  it('refuses missing options and an engine that is not a name, before it connects', async () => {
     const connect = vi.spyOn(Subscriber.prototype, 'connect').mockClear();
     try {
       const feed = new EngineInventoryFeed({ inventory: new RetainedInventory(), scheme });
       const refused = (argument: string) => expect.objectContaining({ code: 'ENGINE_EVENTS_INVALID_INPUT', argument });
-      expect(() => subscribeEngineRanks(null as never)).toThrow(refused('options'));
+      await expect(subscribeEngineRanks(null as never)).rejects.toThrow(refused('options'));
       for (const engine of [undefined, '', 7])
-        expect(() => subscribeEngineRanks({ engine, endpoint: 'inproc://engine-e', feed } as never)).toThrow(
+        await expect(subscribeEngineRanks({ engine, endpoint: 'inproc://engine-e', feed } as never)).rejects.toThrow(
           refused('options.engine'),
         );
       expect(connect).not.toHaveBeenCalled();
@@ -637,7 +697,7 @@ describe('subscribeEngineRanks', () => {
     }
   });
 
-  it('refuses more than 1024 ranks, naming the count and the bound, before it connects', () => {
+  it('refuses more than 1024 ranks, naming the count and the bound, before it connects', async () => {
     // A connect that throws: a rank reached says so at once (the subscriber closes its socket).
     const connect = vi.spyOn(Subscriber.prototype, 'connect').mockImplementation(() => {
       throw new Error('connect reached');
@@ -645,7 +705,7 @@ describe('subscribeEngineRanks', () => {
     try {
       const feed = new EngineInventoryFeed({ inventory: new RetainedInventory(), scheme });
       const options = { engine: 'engine-f', endpoint: 'inproc://engine-f', feed };
-      expect(() => subscribeEngineRanks({ ...options, ranks: 1025 })).toThrow(
+      await expect(subscribeEngineRanks({ ...options, ranks: 1025 })).rejects.toThrow(
         expect.objectContaining({
           code: 'ENGINE_EVENTS_INVALID_INPUT',
           argument: 'options.ranks',
@@ -655,7 +715,7 @@ describe('subscribeEngineRanks', () => {
       );
       expect(connect).not.toHaveBeenCalled();
       // 1024 ranks pass the check and go on to connect rank 0.
-      expect(() => subscribeEngineRanks({ ...options, ranks: 1024 })).toThrow(
+      await expect(subscribeEngineRanks({ ...options, ranks: 1024 })).rejects.toThrow(
         expect.objectContaining({ argument: 'options.endpoint' }),
       );
       expect(connect).toHaveBeenCalledTimes(1);

@@ -158,7 +158,7 @@ export class EngineEventSubscriber {
       this.#closed = true;
       this.#socket.close();
       this.#replay?.close();
-      this.#emit({ kind: 'failed', reason: error instanceof Error ? error.message : String(error) });
+      this.#emit({ kind: 'failed', reason: messageOf(error) });
     }
   }
 
@@ -265,7 +265,7 @@ export class EngineEventSubscriber {
       this.#options.onEvent?.(event);
     } catch (error) {
       process.emitWarning(
-        `engine events: onEvent of ${this.#options.workerId} threw on a "${event.kind}" event: ${error instanceof Error ? error.message : String(error)}`,
+        `engine events: onEvent of ${this.#options.workerId} threw on a "${event.kind}" event: ${messageOf(error)}`,
       );
     }
   }
@@ -423,9 +423,11 @@ function endpointsOfRanks(argument: string, endpoint: string, ranks: number): st
 /**
  * One subscriber per data-parallel rank of an engine. An endpoint refused, for any rank, names the
  * option it derives from (`options.endpoint`, `options.replayEndpoint`) and, when ZMQ cannot connect to
- * a rank's, the rank; every rank opened before is closed.
+ * a rank's, the rank; every rank opened before is closed, its receive loop ended, before the promise
+ * rejects. A close that fails is kept on the error's `cause` (an `AggregateError`, after the cause the
+ * error had).
  */
-export function subscribeEngineRanks(options: EngineRanksOptions): EngineEventSubscriber[] {
+export async function subscribeEngineRanks(options: EngineRanksOptions): Promise<EngineEventSubscriber[]> {
   if (options === null || typeof options !== 'object')
     throw new EngineEventsInputError('options', options, 'options are { engine, endpoint, feed, … }');
   const { engine, endpoint, replayEndpoint, ranks = 1, onEvent, ...common } = options;
@@ -453,11 +455,36 @@ export function subscribeEngineRanks(options: EngineRanksOptions): EngineEventSu
       const source: EngineRankSource = { rank, workerId, subscriber };
       subscribers.push(subscriber);
     } catch (error) {
-      for (const subscriber of subscribers) void subscriber.close();
-      throw rankRefusal(rank, options, error);
+      throw keepCloseFailures(rankRefusal(rank, options, error), await closeEach(subscribers));
     }
   }
   return subscribers;
+}
+
+/**
+ * Closes every subscriber, each close awaited whatever the others do; returns what the closes that
+ * failed threw. Bounded without a timer: closing the sockets ends every receive a loop waits in, and
+ * nothing else it awaits (the feed and `onEvent` are synchronous).
+ */
+async function closeEach(subscribers: readonly EngineEventSubscriber[]): Promise<unknown[]> {
+  const outcomes = await Promise.allSettled(subscribers.map((subscriber) => subscriber.close()));
+  return outcomes.flatMap((outcome) => (outcome.status === 'rejected' ? [outcome.reason as unknown] : []));
+}
+
+/** `error`, with `closeFailures` (if any) kept on its `cause` after the cause it had. */
+function keepCloseFailures(error: unknown, closeFailures: readonly unknown[]): unknown {
+  if (closeFailures.length === 0 || !(error instanceof Error)) return error;
+  const kept = 'cause' in error ? [error.cause, ...closeFailures] : closeFailures;
+  const cause = new AggregateError(
+    kept,
+    `closing the ranks opened before it failed: ${closeFailures.map(messageOf).join('; ')}`,
+  );
+  Reflect.defineProperty(error, 'cause', { value: cause, writable: true, configurable: true, enumerable: false });
+  return error;
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
 }
 
 /** Rank `rank`'s endpoint refused as ZMQ's refusal of the option it derives from, naming the rank. */
