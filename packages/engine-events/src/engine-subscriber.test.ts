@@ -1,7 +1,7 @@
 import { TestEngine, type TestEngineOptions } from '@kvreuse-internal/test-engine';
 import { blockHashSalt, hashBlockChain, RetainedInventory } from '@kvreuse/inventory';
 import { Gauge, Registry } from 'prom-client';
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { afterEach, describe, expect, it, type MockInstance, vi } from 'vitest';
 import { Encoder } from '@msgpack/msgpack';
 import { Dealer, Router, Subscriber, XPublisher } from 'zeromq';
 import { EngineInventoryFeed } from './engine-inventory-feed.js';
@@ -27,6 +27,19 @@ const opened: { close(): unknown }[] = [];
 afterEach(async () => {
   for (const thing of opened.splice(0).reverse()) await thing.close();
 });
+/**
+ * Every spy belongs to the test that made it: its calls start there and its implementation ends with it.
+ * vitest leaves a spy on a method the sockets inherit (`Subscriber.prototype.close`) in place when it is
+ * restored, still counting, and hands it back to the next `vi.spyOn`: hence cleared when made, restored after.
+ */
+const spies: MockInstance[] = [];
+afterEach(() => {
+  for (const spy of spies.splice(0)) spy.mockRestore();
+});
+function spied<Spy extends MockInstance>(spy: Spy): Spy {
+  spies.push(spy);
+  return spy.mockClear();
+}
 
 /** A test engine, and a subscriber feeding an inventory from it; `until` resolves once the events seen pass a check. */
 async function follow(
@@ -285,33 +298,29 @@ describe('EngineEventSubscriber closed by its own onEvent', () => {
 
 describe('EngineEventSubscriber whose onEvent throws', () => {
   it('reports it as a warning and goes on with the next batch', async () => {
-    const warn = vi.spyOn(process, 'emitWarning').mockImplementation(() => {});
-    try {
-      const kinds: string[] = [];
-      let settled!: () => void;
-      const secondBatchOrFailure = new Promise<void>((resolve) => (settled = resolve));
-      const { engine, prefix } = await follow(
-        {},
-        {
-          onEvent: (event) => {
-            kinds.push(event.kind);
-            if (event.kind === 'failed' || kinds.length === 2) settled();
-            if (kinds.length === 1) throw new Error('the log is full');
-          },
+    const warn = spied(vi.spyOn(process, 'emitWarning')).mockImplementation(() => {});
+    const kinds: string[] = [];
+    let settled!: () => void;
+    const secondBatchOrFailure = new Promise<void>((resolve) => (settled = resolve));
+    const { engine, prefix } = await follow(
+      {},
+      {
+        onEvent: (event) => {
+          kinds.push(event.kind);
+          if (event.kind === 'failed' || kinds.length === 2) settled();
+          if (kinds.length === 1) throw new Error('the log is full');
         },
-      );
-      await engine.store(conversation(0, 1));
-      await engine.store(conversation(300, 1));
-      await secondBatchOrFailure;
-      expect(kinds).toEqual(['batch', 'batch']);
-      expect(prefix(conversation(0, 1))?.blocks).toBe(1);
-      expect(prefix(conversation(300, 1))?.blocks).toBe(1);
-      expect(warn).toHaveBeenCalledWith(
-        'engine events: onEvent of engine-a/dp0 threw on a "batch" event: the log is full',
-      );
-    } finally {
-      warn.mockRestore();
-    }
+      },
+    );
+    await engine.store(conversation(0, 1));
+    await engine.store(conversation(300, 1));
+    await secondBatchOrFailure;
+    expect(kinds).toEqual(['batch', 'batch']);
+    expect(prefix(conversation(0, 1))?.blocks).toBe(1);
+    expect(prefix(conversation(300, 1))?.blocks).toBe(1);
+    expect(warn).toHaveBeenCalledWith(
+      'engine events: onEvent of engine-a/dp0 threw on a "batch" event: the log is full',
+    );
   });
 });
 
@@ -418,49 +427,40 @@ describe('EngineEventSubscriber when the inventory ignores a restart', () => {
 
 describe('EngineEventSubscriber given an endpoint ZMQ cannot connect to', () => {
   it('refuses it, naming it, and leaves no socket open', () => {
-    const close = vi.spyOn(Subscriber.prototype, 'close');
-    try {
-      const feed = new EngineInventoryFeed({ inventory: new RetainedInventory(), scheme });
-      // 108 bytes: one more than a unix socket address holds.
-      const endpoint = `ipc:///tmp/${'k'.repeat(103)}`;
-      expect(() => new EngineEventSubscriber({ endpoint, workerId: 'engine-c/dp0', feed })).toThrow(
-        expect.objectContaining({
-          code: 'ENGINE_EVENTS_INVALID_INPUT',
-          argument: 'options.endpoint',
-          value: endpoint,
-          reason: 'ZMQ cannot connect to it: File name too long (ENAMETOOLONG)',
-        }),
-      );
-      expect(close).toHaveBeenCalledOnce();
-    } finally {
-      close.mockRestore();
-    }
+    const close = spied(vi.spyOn(Subscriber.prototype, 'close'));
+    const feed = new EngineInventoryFeed({ inventory: new RetainedInventory(), scheme });
+    // 108 bytes: one more than a unix socket address holds.
+    const endpoint = `ipc:///tmp/${'k'.repeat(103)}`;
+    expect(() => new EngineEventSubscriber({ endpoint, workerId: 'engine-c/dp0', feed })).toThrow(
+      expect.objectContaining({
+        code: 'ENGINE_EVENTS_INVALID_INPUT',
+        argument: 'options.endpoint',
+        value: endpoint,
+        reason: 'ZMQ cannot connect to it: File name too long (ENAMETOOLONG)',
+      }),
+    );
+    expect(close).toHaveBeenCalledOnce();
   });
 });
 
 describe('EngineEventSubscriber given a replay endpoint ZMQ cannot connect to', () => {
   it('refuses it, naming it, and leaves no socket open, rather than failing at the first gap', () => {
-    const subscriberClose = vi.spyOn(Subscriber.prototype, 'close');
-    const dealerClose = vi.spyOn(Dealer.prototype, 'close');
-    try {
-      const feed = new EngineInventoryFeed({ inventory: new RetainedInventory(), scheme });
-      // 108 bytes: one more than a unix socket address holds.
-      const replayEndpoint = `ipc:///tmp/${'r'.repeat(103)}`;
-      const options = { endpoint: 'inproc://engine-g', replayEndpoint, workerId: 'engine-g/dp0', feed };
-      expect(() => new EngineEventSubscriber(options)).toThrow(
-        expect.objectContaining({
-          code: 'ENGINE_EVENTS_INVALID_INPUT',
-          argument: 'options.replayEndpoint',
-          value: replayEndpoint,
-          reason: 'ZMQ cannot connect to it: File name too long (ENAMETOOLONG)',
-        }),
-      );
-      expect(subscriberClose).toHaveBeenCalledOnce();
-      expect(dealerClose).toHaveBeenCalledOnce();
-    } finally {
-      subscriberClose.mockRestore();
-      dealerClose.mockRestore();
-    }
+    const subscriberClose = spied(vi.spyOn(Subscriber.prototype, 'close'));
+    const dealerClose = spied(vi.spyOn(Dealer.prototype, 'close'));
+    const feed = new EngineInventoryFeed({ inventory: new RetainedInventory(), scheme });
+    // 108 bytes: one more than a unix socket address holds.
+    const replayEndpoint = `ipc:///tmp/${'r'.repeat(103)}`;
+    const options = { endpoint: 'inproc://engine-g', replayEndpoint, workerId: 'engine-g/dp0', feed };
+    expect(() => new EngineEventSubscriber(options)).toThrow(
+      expect.objectContaining({
+        code: 'ENGINE_EVENTS_INVALID_INPUT',
+        argument: 'options.replayEndpoint',
+        value: replayEndpoint,
+        reason: 'ZMQ cannot connect to it: File name too long (ENAMETOOLONG)',
+      }),
+    );
+    expect(subscriberClose).toHaveBeenCalledOnce();
+    expect(dealerClose).toHaveBeenCalledOnce();
   });
 });
 
@@ -582,171 +582,146 @@ describe('subscribeEngineRanks', () => {
   });
 
   it('leaves no rank open when another rank cannot be opened', async () => {
-    // Cleared: vitest hands back the spy an earlier test made, with the calls it saw then.
-    const connect = vi.spyOn(Subscriber.prototype, 'connect').mockClear();
-    const close = vi.spyOn(Subscriber.prototype, 'close').mockClear();
-    try {
-      const feed = new EngineInventoryFeed({ inventory: new RetainedInventory(), scheme });
-      const ranks = { engine: 'engine-b', feed, ranks: 2 };
-      // Rank 1's replay endpoint cannot be derived from rank 0's.
-      await expect(
-        subscribeEngineRanks({ ...ranks, endpoint: 'tcp://127.0.0.1:5557', replayEndpoint: 'udp://x' }),
-      ).rejects.toThrow(
-        expect.objectContaining({
-          code: 'ENGINE_EVENTS_INVALID_INPUT',
-          argument: 'options.replayEndpoint',
-          value: 'udp://x',
-        }),
-      );
-      // Rank 1's port would be 65536: no rank is opened.
-      await expect(subscribeEngineRanks({ ...ranks, endpoint: 'tcp://127.0.0.1:65535' })).rejects.toThrow(
-        expect.objectContaining({ name: 'RankPortError', argument: 'options.endpoint', rank: 1 }),
-      );
-      await expect(
-        subscribeEngineRanks({ ...ranks, endpoint: 'tcp://127.0.0.1:5557', replayEndpoint: 'tcp://127.0.0.1:65535' }),
-      ).rejects.toThrow(
-        expect.objectContaining({ name: 'RankPortError', argument: 'options.replayEndpoint', rank: 1 }),
-      );
-      expect(connect).not.toHaveBeenCalled();
-      // Rank 0's ipc path fits a socket address (107 bytes at most), rank 1's (`_dp1` appended) does not.
-      const endpoint = `ipc:///tmp/${'k'.repeat(99)}`;
-      await expect(subscribeEngineRanks({ ...ranks, endpoint })).rejects.toThrow(
-        expect.objectContaining({
-          argument: 'options.endpoint',
-          value: endpoint,
-          reason: `rank 1 follows ${endpoint}_dp1: ZMQ cannot connect to it: File name too long (ENAMETOOLONG)`,
-        }),
-      );
-      expect(connect).toHaveBeenCalled();
-      expect(close).toHaveBeenCalledTimes(connect.mock.calls.length);
-    } finally {
-      vi.restoreAllMocks();
-    }
+    const connect = spied(vi.spyOn(Subscriber.prototype, 'connect'));
+    const close = spied(vi.spyOn(Subscriber.prototype, 'close'));
+    const feed = new EngineInventoryFeed({ inventory: new RetainedInventory(), scheme });
+    const ranks = { engine: 'engine-b', feed, ranks: 2 };
+    // Rank 1's replay endpoint cannot be derived from rank 0's.
+    await expect(
+      subscribeEngineRanks({ ...ranks, endpoint: 'tcp://127.0.0.1:5557', replayEndpoint: 'udp://x' }),
+    ).rejects.toThrow(
+      expect.objectContaining({
+        code: 'ENGINE_EVENTS_INVALID_INPUT',
+        argument: 'options.replayEndpoint',
+        value: 'udp://x',
+      }),
+    );
+    // Rank 1's port would be 65536: no rank is opened.
+    await expect(subscribeEngineRanks({ ...ranks, endpoint: 'tcp://127.0.0.1:65535' })).rejects.toThrow(
+      expect.objectContaining({ name: 'RankPortError', argument: 'options.endpoint', rank: 1 }),
+    );
+    await expect(
+      subscribeEngineRanks({ ...ranks, endpoint: 'tcp://127.0.0.1:5557', replayEndpoint: 'tcp://127.0.0.1:65535' }),
+    ).rejects.toThrow(expect.objectContaining({ name: 'RankPortError', argument: 'options.replayEndpoint', rank: 1 }));
+    expect(connect).not.toHaveBeenCalled();
+    // Rank 0's ipc path fits a socket address (107 bytes at most), rank 1's (`_dp1` appended) does not.
+    const endpoint = `ipc:///tmp/${'k'.repeat(99)}`;
+    await expect(subscribeEngineRanks({ ...ranks, endpoint })).rejects.toThrow(
+      expect.objectContaining({
+        argument: 'options.endpoint',
+        value: endpoint,
+        reason: `rank 1 follows ${endpoint}_dp1: ZMQ cannot connect to it: File name too long (ENAMETOOLONG)`,
+      }),
+    );
+    expect(connect).toHaveBeenCalled();
+    expect(close).toHaveBeenCalledTimes(connect.mock.calls.length);
   });
 
   it('has ended the receive loop of every rank it opened, and closed its sockets, when it rejects', async () => {
     // Rank 0's ipc path fits a socket address (107 bytes at most), rank 1's (`_dp1` appended) does not.
     const endpoint = `ipc:///tmp/${'m'.repeat(99)}`;
     const seen: string[] = [];
-    // Cleared: vitest hands back the spy an earlier test made, with the calls it saw then.
-    const socketClose = vi.spyOn(Subscriber.prototype, 'close').mockClear();
+    const socketClose = spied(vi.spyOn(Subscriber.prototype, 'close'));
     const close = EngineEventSubscriber.prototype.close;
-    vi.spyOn(EngineEventSubscriber.prototype, 'close').mockImplementation(function (this: EngineEventSubscriber) {
+    spied(vi.spyOn(EngineEventSubscriber.prototype, 'close')).mockImplementation(function (
+      this: EngineEventSubscriber,
+    ) {
       void this.done.then(() => seen.push(`${this.workerId}: receive loop ended`));
       return close.call(this);
     });
-    try {
-      const feed = new EngineInventoryFeed({ inventory: new RetainedInventory(), scheme });
-      await subscribeEngineRanks({ engine: 'engine-m', endpoint, ranks: 2, feed }).catch((error: unknown) => {
-        // Rank 1's own socket, closed by its constructor, and rank 0's.
-        seen.push(
-          `rejected (${socketClose.mock.calls.length} sockets closed): ${(error as EngineEventsInputError).reason}`,
-        );
-      });
-      expect(seen).toEqual([
-        'engine-m/dp0: receive loop ended',
-        `rejected (2 sockets closed): rank 1 follows ${endpoint}_dp1: ZMQ cannot connect to it: File name too long (ENAMETOOLONG)`,
-      ]);
-    } finally {
-      vi.restoreAllMocks();
-    }
+    const feed = new EngineInventoryFeed({ inventory: new RetainedInventory(), scheme });
+    await subscribeEngineRanks({ engine: 'engine-m', endpoint, ranks: 2, feed }).catch((error: unknown) => {
+      // Rank 1's own socket, closed by its constructor, and rank 0's.
+      seen.push(
+        `rejected (${socketClose.mock.calls.length} sockets closed): ${(error as EngineEventsInputError).reason}`,
+      );
+    });
+    expect(seen).toEqual([
+      'engine-m/dp0: receive loop ended',
+      `rejected (2 sockets closed): rank 1 follows ${endpoint}_dp1: ZMQ cannot connect to it: File name too long (ENAMETOOLONG)`,
+    ]);
   });
 
   it("rejects with the rank's refusal, keeping a close that failed on its cause", async () => {
     const endpoint = `ipc:///tmp/${'n'.repeat(99)}`;
     const close = EngineEventSubscriber.prototype.close;
-    vi.spyOn(EngineEventSubscriber.prototype, 'close').mockImplementation(async function (this: EngineEventSubscriber) {
+    spied(vi.spyOn(EngineEventSubscriber.prototype, 'close')).mockImplementation(async function (
+      this: EngineEventSubscriber,
+    ) {
       await close.call(this);
       throw new Error(`${this.workerId} would not close`);
     });
-    try {
-      const feed = new EngineInventoryFeed({ inventory: new RetainedInventory(), scheme });
-      const refusal = await subscribeEngineRanks({ engine: 'engine-n', endpoint, ranks: 2, feed }).catch(
-        (error: unknown) => error as Error,
-      );
-      expect(refusal).toMatchObject({
-        code: 'ENGINE_EVENTS_INVALID_INPUT',
-        argument: 'options.endpoint',
-        reason: `rank 1 follows ${endpoint}_dp1: ZMQ cannot connect to it: File name too long (ENAMETOOLONG)`,
-      });
-      const cause = (refusal as Error).cause as AggregateError;
-      expect(cause).toBeInstanceOf(AggregateError);
-      expect(cause.message).toBe('closing the ranks opened before it failed: engine-n/dp0 would not close');
-      expect(cause.errors).toEqual([
-        expect.objectContaining({ argument: 'options.endpoint', value: `${endpoint}_dp1` }),
-        new Error('engine-n/dp0 would not close'),
-      ]);
-    } finally {
-      vi.restoreAllMocks();
-    }
+    const feed = new EngineInventoryFeed({ inventory: new RetainedInventory(), scheme });
+    const refusal = await subscribeEngineRanks({ engine: 'engine-n', endpoint, ranks: 2, feed }).catch(
+      (error: unknown) => error as Error,
+    );
+    expect(refusal).toMatchObject({
+      code: 'ENGINE_EVENTS_INVALID_INPUT',
+      argument: 'options.endpoint',
+      reason: `rank 1 follows ${endpoint}_dp1: ZMQ cannot connect to it: File name too long (ENAMETOOLONG)`,
+    });
+    const cause = (refusal as Error).cause as AggregateError;
+    expect(cause).toBeInstanceOf(AggregateError);
+    expect(cause.message).toBe('closing the ranks opened before it failed: engine-n/dp0 would not close');
+    expect(cause.errors).toEqual([
+      expect.objectContaining({ argument: 'options.endpoint', value: `${endpoint}_dp1` }),
+      new Error('engine-n/dp0 would not close'),
+    ]);
   });
 
   it('refuses missing options and an engine that is not a name, before it connects', async () => {
-    const connect = vi.spyOn(Subscriber.prototype, 'connect').mockClear();
-    try {
-      const feed = new EngineInventoryFeed({ inventory: new RetainedInventory(), scheme });
-      const refused = (argument: string) => expect.objectContaining({ code: 'ENGINE_EVENTS_INVALID_INPUT', argument });
-      await expect(subscribeEngineRanks(null as never)).rejects.toThrow(refused('options'));
-      for (const engine of [undefined, '', 7])
-        await expect(subscribeEngineRanks({ engine, endpoint: 'inproc://engine-e', feed } as never)).rejects.toThrow(
-          refused('options.engine'),
-        );
-      expect(connect).not.toHaveBeenCalled();
-    } finally {
-      vi.restoreAllMocks();
-    }
+    const connect = spied(vi.spyOn(Subscriber.prototype, 'connect'));
+    const feed = new EngineInventoryFeed({ inventory: new RetainedInventory(), scheme });
+    const refused = (argument: string) => expect.objectContaining({ code: 'ENGINE_EVENTS_INVALID_INPUT', argument });
+    await expect(subscribeEngineRanks(null as never)).rejects.toThrow(refused('options'));
+    for (const engine of [undefined, '', 7])
+      await expect(subscribeEngineRanks({ engine, endpoint: 'inproc://engine-e', feed } as never)).rejects.toThrow(
+        refused('options.engine'),
+      );
+    expect(connect).not.toHaveBeenCalled();
   });
 
   it('refuses more than 1024 ranks, naming the count and the bound, before it connects', async () => {
     // A connect that throws: a rank reached says so at once (the subscriber closes its socket).
-    const connect = vi.spyOn(Subscriber.prototype, 'connect').mockImplementation(() => {
+    const connect = spied(vi.spyOn(Subscriber.prototype, 'connect')).mockImplementation(() => {
       throw new Error('connect reached');
     });
-    try {
-      const feed = new EngineInventoryFeed({ inventory: new RetainedInventory(), scheme });
-      const options = { engine: 'engine-f', endpoint: 'inproc://engine-f', feed };
-      await expect(subscribeEngineRanks({ ...options, ranks: 1025 })).rejects.toThrow(
-        expect.objectContaining({
-          code: 'ENGINE_EVENTS_INVALID_INPUT',
-          argument: 'options.ranks',
-          value: 1025,
-          message: 'engine events: options.ranks = 1025 is refused: a number of ranks is a whole number from 1 to 1024',
-        }),
-      );
-      expect(connect).not.toHaveBeenCalled();
-      // 1024 ranks pass the check and go on to connect rank 0.
-      await expect(subscribeEngineRanks({ ...options, ranks: 1024 })).rejects.toThrow(
-        expect.objectContaining({ argument: 'options.endpoint' }),
-      );
-      expect(connect).toHaveBeenCalledTimes(1);
-    } finally {
-      vi.restoreAllMocks();
-    }
+    const feed = new EngineInventoryFeed({ inventory: new RetainedInventory(), scheme });
+    const options = { engine: 'engine-f', endpoint: 'inproc://engine-f', feed };
+    await expect(subscribeEngineRanks({ ...options, ranks: 1025 })).rejects.toThrow(
+      expect.objectContaining({
+        code: 'ENGINE_EVENTS_INVALID_INPUT',
+        argument: 'options.ranks',
+        value: 1025,
+        message: 'engine events: options.ranks = 1025 is refused: a number of ranks is a whole number from 1 to 1024',
+      }),
+    );
+    expect(connect).not.toHaveBeenCalled();
+    // 1024 ranks pass the check and go on to connect rank 0.
+    await expect(subscribeEngineRanks({ ...options, ranks: 1024 })).rejects.toThrow(
+      expect.objectContaining({ argument: 'options.endpoint' }),
+    );
+    expect(connect).toHaveBeenCalledTimes(1);
   });
 });
 
 describe('EngineEventSubscriber given options of another type', () => {
   it('refuses each, naming it, before it connects', () => {
-    // Cleared: vitest hands back the spy an earlier test made, with the calls it saw then.
-    const connect = vi.spyOn(Subscriber.prototype, 'connect').mockClear();
-    try {
-      const feed = new EngineInventoryFeed({ inventory: new RetainedInventory(), scheme });
-      const valid = { endpoint: 'inproc://engine-d', workerId: 'engine-d/dp0', feed };
-      for (const [argument, wrong] of [
-        ['options.topic', { topic: 5 }],
-        ['options.feed', { feed: undefined }],
-        ['options.feed', { feed: { apply: () => {}, restart: () => true } }],
-        ['options.onEvent', { onEvent: 'log' }],
-        ['options.now', { now: 0 }],
-        ['options.replayTimeoutMs', { replayTimeoutMs: 2 ** 31 }],
-        ['options.replayTimeoutMs', { replayTimeoutMs: 2 ** 40 }],
-      ] as const)
-        expect(() => new EngineEventSubscriber({ ...valid, ...wrong } as never)).toThrow(
-          expect.objectContaining({ code: 'ENGINE_EVENTS_INVALID_INPUT', argument }),
-        );
-      expect(connect).not.toHaveBeenCalled();
-    } finally {
-      vi.restoreAllMocks();
-    }
+    const connect = spied(vi.spyOn(Subscriber.prototype, 'connect'));
+    const feed = new EngineInventoryFeed({ inventory: new RetainedInventory(), scheme });
+    const valid = { endpoint: 'inproc://engine-d', workerId: 'engine-d/dp0', feed };
+    for (const [argument, wrong] of [
+      ['options.topic', { topic: 5 }],
+      ['options.feed', { feed: undefined }],
+      ['options.feed', { feed: { apply: () => {}, restart: () => true } }],
+      ['options.onEvent', { onEvent: 'log' }],
+      ['options.now', { now: 0 }],
+      ['options.replayTimeoutMs', { replayTimeoutMs: 2 ** 31 }],
+      ['options.replayTimeoutMs', { replayTimeoutMs: 2 ** 40 }],
+    ] as const)
+      expect(() => new EngineEventSubscriber({ ...valid, ...wrong } as never)).toThrow(
+        expect.objectContaining({ code: 'ENGINE_EVENTS_INVALID_INPUT', argument }),
+      );
+    expect(connect).not.toHaveBeenCalled();
   });
 });
