@@ -196,6 +196,43 @@ describe('kvreuse watch', () => {
     }
   });
 
+  it('goes on with the rank still followed once another rank stopped', async () => {
+    // Rank 1 publishes on rank 0's inproc name with `_dp1` appended.
+    const ranks = [
+      await TestEngine.open({ blockSize: 4, endpoint: 'inproc://watch-two' }),
+      await TestEngine.open({ blockSize: 4, endpoint: 'inproc://watch-two_dp1', rank: 1 }),
+    ] as const;
+    engines.push(...ranks);
+    // Rank 0's feed breaks: that rank stops following, and only that one.
+    const original = EngineInventoryFeed.prototype.apply;
+    const apply = vi.spyOn(EngineInventoryFeed.prototype, 'apply').mockImplementation(function (
+      this: EngineInventoryFeed,
+      workerId,
+      batch,
+    ) {
+      if (workerId === 'vllm/dp0') throw new Error('the feed broke');
+      return original.call(this, workerId, batch);
+    });
+    try {
+      const { out, printed, context } = capture();
+      const args = ['watch', '--vllm', 'inproc://watch-two', '--ranks', '2', '--block-size', '4', '--batches', '1'];
+      const watching = runCli(args, context);
+      await Promise.all(ranks.map((rank) => rank.waitForSubscribers()));
+      await ranks[0].store(tokens(10, 1));
+      await printed('vllm/dp0: stopped following');
+      await ranks[1].store(tokens(10, 2));
+      expect(await watching).toBe(0);
+      expect(out.stderr).toBe('');
+      expect(out.stdout.split('\n')).toEqual([
+        'vllm/dp0: stopped following: the feed broke',
+        expect.stringMatching(/^vllm\/dp1 #0: \+2 −0 blocks → held gpu 2, host 0 \| gaps 0 /),
+        '',
+      ]);
+    } finally {
+      apply.mockRestore();
+    }
+  });
+
   it('refuses an option it does not take, rather than following without it', async () => {
     const { out, context } = capture();
     const args = ['watch', '--vllm', 'tcp://127.0.0.1:1', '--batches', '1', '--bogus', 'x'];

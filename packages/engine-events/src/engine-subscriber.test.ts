@@ -581,6 +581,52 @@ describe('subscribeEngineRanks', () => {
     ]);
   });
 
+  it('goes on following one rank after another stopped', async () => {
+    const publishers = [new XPublisher({ linger: 0 }), new XPublisher({ linger: 0 })] as const;
+    opened.push(...publishers);
+    await publishers[0].bind('inproc://engine-s');
+    await publishers[1].bind('inproc://engine-s_dp1');
+    // Rank 0's feed breaks (an error that is no refusal of the inventory's): that rank stops, and only that one.
+    const apply = EngineInventoryFeed.prototype.apply;
+    spied(vi.spyOn(EngineInventoryFeed.prototype, 'apply')).mockImplementation(function (
+      this: EngineInventoryFeed,
+      workerId,
+      batch,
+    ) {
+      if (workerId === 'engine-s/dp0') throw new Error('the feed broke');
+      return apply.call(this, workerId, batch);
+    });
+    const feed = new EngineInventoryFeed({ inventory: new RetainedInventory(), scheme });
+    const seen: string[] = [];
+    let heard = (): void => {};
+    const subscribers = await subscribeEngineRanks({
+      engine: 'engine-s',
+      endpoint: 'inproc://engine-s',
+      ranks: 2,
+      feed,
+      onEvent: (event, { workerId }) => {
+        seen.push(`${workerId}: ${event.kind}`);
+        heard();
+      },
+    });
+    opened.push(...subscribers);
+    await Promise.all(publishers.map((publisher) => publisher.receive()));
+    const payload = new Encoder().encode([1.5, [], null]);
+    const publish = async (rank: 0 | 1, seq: bigint): Promise<void> => {
+      const event = new Promise<void>((resolve) => (heard = resolve));
+      await publishers[rank].send(['', sequenceBytes(seq), payload]);
+      await event;
+    };
+    await publish(0, 0n);
+    // Rank 0's receive loop has ended on its own: nothing closed it.
+    await subscribers[0]!.done;
+    await publish(1, 0n);
+    await publish(1, 1n);
+    expect(seen).toEqual(['engine-s/dp0: failed', 'engine-s/dp1: batch', 'engine-s/dp1: batch']);
+    expect(subscribers.map((subscriber) => subscriber.metrics().batches)).toEqual([0, 2]);
+    expect(feed.identity('engine-s/dp1')).toBeDefined();
+  });
+
   it('leaves no rank open when another rank cannot be opened', async () => {
     const connect = spied(vi.spyOn(Subscriber.prototype, 'connect'));
     const close = spied(vi.spyOn(Subscriber.prototype, 'close'));

@@ -26,6 +26,8 @@ export interface TestEngineOptions {
   readonly replayFrames?: 'delimited' | 'bare';
   readonly topic?: string;
   readonly rank?: number;
+  /** Where the publisher binds (default 127.0.0.1 on a port the system picks): `inproc://…` for a rank's own name. */
+  readonly endpoint?: string;
   /** Seconds since the Unix epoch the batches are stamped with (default the wall clock). */
   readonly clock?: () => number;
 }
@@ -74,6 +76,7 @@ export class TestEngine {
       replayFrames: 'delimited',
       topic: '',
       rank: 0,
+      endpoint: 'tcp://127.0.0.1:*',
       clock: () => Date.now() / 1000,
       ...options,
     };
@@ -83,10 +86,10 @@ export class TestEngine {
     this.#none = noneHash(this.#options.seed);
   }
 
-  /** Binds both sockets on 127.0.0.1, on ports the system picks. */
+  /** Binds the publisher where `options.endpoint` says, the replay socket on 127.0.0.1 on a port the system picks. */
   static async open(options: TestEngineOptions = {}): Promise<TestEngine> {
     const engine = new TestEngine(options);
-    await engine.#publisher.bind('tcp://127.0.0.1:*');
+    await engine.#publisher.bind(engine.#options.endpoint);
     await engine.#router.bind('tcp://127.0.0.1:*');
     engine.endpoint = engine.#publisher.lastEndpoint!;
     engine.replayEndpoint = engine.#router.lastEndpoint!;
