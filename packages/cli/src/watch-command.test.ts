@@ -26,6 +26,39 @@ function capture() {
 
 const tokens = (first: number, blocks: number): number[] => Array.from({ length: blocks * 4 }, (_, i) => first + i);
 
+/**
+ * `watch --ranks 2 --batches 1` of two test engines, rank 1's on rank 0's inproc name with `_dp1`: rank 0's
+ * feed breaks at its first batch (it stops following, and only it), then rank 1 stores 2 blocks.
+ */
+async function watchTwoRanksOneStopping(extraArgs: string[]) {
+  const ranks = [
+    await TestEngine.open({ blockSize: 4, endpoint: 'inproc://watch-two' }),
+    await TestEngine.open({ blockSize: 4, endpoint: 'inproc://watch-two_dp1', rank: 1 }),
+  ] as const;
+  engines.push(...ranks);
+  const original = EngineInventoryFeed.prototype.apply;
+  const apply = vi.spyOn(EngineInventoryFeed.prototype, 'apply').mockImplementation(function (
+    this: EngineInventoryFeed,
+    workerId,
+    batch,
+  ) {
+    if (workerId === 'vllm/dp0') throw new Error('the feed broke');
+    return original.call(this, workerId, batch);
+  });
+  try {
+    const { out, printed, context } = capture();
+    const args = ['watch', '--vllm', 'inproc://watch-two', '--ranks', '2', '--block-size', '4', '--batches', '1'];
+    const watching = runCli([...args, ...extraArgs], context);
+    await Promise.all(ranks.map((rank) => rank.waitForSubscribers()));
+    await ranks[0].store(tokens(10, 1));
+    await printed('the feed broke');
+    await ranks[1].store(tokens(10, 2));
+    return { status: await watching, out };
+  } finally {
+    apply.mockRestore();
+  }
+}
+
 describe('kvreuse watch', () => {
   it('shows the blocks each rank holds, a repaired gap, a restart and the holders of a prompt', async () => {
     const engine = await TestEngine.open({ blockSize: 4, encoding: 'array', hashForm: 'uint64' });
@@ -197,40 +230,36 @@ describe('kvreuse watch', () => {
   });
 
   it('goes on with the rank still followed once another rank stopped', async () => {
-    // Rank 1 publishes on rank 0's inproc name with `_dp1` appended.
-    const ranks = [
-      await TestEngine.open({ blockSize: 4, endpoint: 'inproc://watch-two' }),
-      await TestEngine.open({ blockSize: 4, endpoint: 'inproc://watch-two_dp1', rank: 1 }),
-    ] as const;
-    engines.push(...ranks);
-    // Rank 0's feed breaks: that rank stops following, and only that one.
-    const original = EngineInventoryFeed.prototype.apply;
-    const apply = vi.spyOn(EngineInventoryFeed.prototype, 'apply').mockImplementation(function (
-      this: EngineInventoryFeed,
-      workerId,
-      batch,
-    ) {
-      if (workerId === 'vllm/dp0') throw new Error('the feed broke');
-      return original.call(this, workerId, batch);
-    });
-    try {
-      const { out, printed, context } = capture();
-      const args = ['watch', '--vllm', 'inproc://watch-two', '--ranks', '2', '--block-size', '4', '--batches', '1'];
-      const watching = runCli(args, context);
-      await Promise.all(ranks.map((rank) => rank.waitForSubscribers()));
-      await ranks[0].store(tokens(10, 1));
-      await printed('vllm/dp0: stopped following');
-      await ranks[1].store(tokens(10, 2));
-      expect(await watching).toBe(0);
-      expect(out.stderr).toBe('');
-      expect(out.stdout.split('\n')).toEqual([
-        'vllm/dp0: stopped following: the feed broke',
-        expect.stringMatching(/^vllm\/dp1 #0: \+2 −0 blocks → held gpu 2, host 0 \| gaps 0 /),
-        '',
-      ]);
-    } finally {
-      apply.mockRestore();
-    }
+    const { status, out } = await watchTwoRanksOneStopping([]);
+    expect(status).toBe(0);
+    expect(out.stderr).toBe('');
+    expect(out.stdout.split('\n')).toEqual([
+      'vllm/dp0: stopped following: the feed broke',
+      expect.stringMatching(/^vllm\/dp1 #0: \+2 −0 blocks → held gpu 2, host 0 \| gaps 0 /),
+      '',
+    ]);
+  });
+
+  it('names the rank of each line with -o json', async () => {
+    const { status, out } = await watchTwoRanksOneStopping(['-o', 'json']);
+    expect(status).toBe(0);
+    expect(
+      out.stdout
+        .trimEnd()
+        .split('\n')
+        .map((line) => JSON.parse(line) as unknown),
+    ).toEqual([
+      { workerId: 'vllm/dp0', rank: 0, kind: 'failed', reason: 'the feed broke', held: { gpu: 0, host: 0 } },
+      {
+        workerId: 'vllm/dp1',
+        rank: 1,
+        kind: 'batch',
+        seq: '0',
+        replayed: false,
+        outcome: { stored: 2, removed: 0, cleared: false, skipped: {}, ignored: false },
+        held: { gpu: 2, host: 0 },
+      },
+    ]);
   });
 
   it('refuses an option it does not take, rather than following without it', async () => {

@@ -2,6 +2,7 @@ import {
   type EngineEventSubscriber,
   EngineEventsInputError,
   EngineInventoryFeed,
+  type EngineRankSource,
   type EngineRanksOptions,
   type EngineSubscriberEvent,
   maxEngineRanks,
@@ -113,7 +114,7 @@ function promptLine(state: WatchState): string | undefined {
     .join('; ')} (advisory)`;
 }
 
-function jsonOf(workerId: string, event: EngineSubscriberEvent, state: WatchState): string {
+function jsonOf({ rank, workerId }: EngineRankSource, event: EngineSubscriberEvent, state: WatchState): string {
   const prompt =
     state.prompt === undefined
       ? undefined
@@ -121,7 +122,7 @@ function jsonOf(workerId: string, event: EngineSubscriberEvent, state: WatchStat
           hashBlockChain(state.prompt, { salt: watchSalt, blockTokens: state.blockTokens }),
         );
   return JSON.stringify(
-    { workerId, ...event, held: state.feed.heldBlocks(workerId), ...(prompt && { prompt }) },
+    { workerId, rank, ...event, held: state.feed.heldBlocks(workerId), ...(prompt && { prompt }) },
     (_key, value: unknown) => (typeof value === 'bigint' ? value.toString() : value),
   );
 }
@@ -204,8 +205,9 @@ async function follow(
       ...(replay === undefined ? {} : { replayEndpoint: replay }),
       ranks,
       feed: state.feed,
-      onEvent: (event, { workerId, subscriber }) => {
-        if (json) context.stdout(`${jsonOf(workerId, event, state)}\n`);
+      onEvent: (event, source) => {
+        const { workerId, subscriber } = source;
+        if (json) context.stdout(`${jsonOf(source, event, state)}\n`);
         else {
           const prompt = event.kind === 'batch' ? promptLine(state) : undefined;
           context.stdout(
