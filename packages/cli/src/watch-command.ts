@@ -1,4 +1,5 @@
 import {
+  EndpointShapeError,
   type EngineEventSubscriber,
   EngineEventsInputError,
   EngineInventoryFeed,
@@ -6,7 +7,6 @@ import {
   type EngineRanksOptions,
   type EngineSubscriberEvent,
   maxEngineRanks,
-  rankEndpoints,
   RankPortError,
   subscribeEngineRanks,
 } from '@kvreuse/engine-events';
@@ -50,21 +50,6 @@ function promptOf(args: CommandArgs, blockTokens: number): number[] | undefined 
       `--prompt has ${ids.length} token ids, fewer than one block of ${blockTokens} (--block-size): no rank can hold any of it`,
     );
   return ids;
-}
-
-/** Refuses an endpoint of `--<name>` that some rank's cannot be derived from (`rankEndpoints`), as the usage error it is. */
-function checkRankEndpoints(name: string, endpoint: string, ranks: number): void {
-  try {
-    rankEndpoints(endpoint, ranks);
-  } catch (error) {
-    if (!(error instanceof EngineEventsInputError) || error.argument !== 'endpoint') throw error;
-    throw new UsageError(
-      'watch',
-      error instanceof RankPortError
-        ? `--${name} ${endpoint} ${error.reason}`
-        : `--${name} is tcp://host:port, ipc://… or inproc://…, not ${JSON.stringify(endpoint)}`,
-    );
-  }
 }
 
 interface WatchState {
@@ -165,7 +150,10 @@ const flagOfOption = new Map([
   ['options.replayEndpoint', 'replay'],
 ]);
 
-/** Every rank's subscriber; an endpoint ZMQ cannot connect to is the usage error of its flag it is. */
+/**
+ * Every rank's subscriber. An endpoint refused, for any rank (one no rank's can be derived from, or one ZMQ
+ * cannot connect to), is the usage error of its flag it is, before any rank is followed.
+ */
 async function subscribeRanks(options: EngineRanksOptions): Promise<EngineEventSubscriber[]> {
   try {
     return await subscribeEngineRanks(options);
@@ -173,8 +161,15 @@ async function subscribeRanks(options: EngineRanksOptions): Promise<EngineEventS
     if (!(error instanceof EngineEventsInputError)) throw error;
     const flag = flagOfOption.get(error.argument);
     if (flag === undefined) throw error;
-    throw new UsageError('watch', `--${flag}: ${error.reason}`);
+    throw new UsageError('watch', endpointProblem(flag, error));
   }
+}
+
+function endpointProblem(flag: string, error: EngineEventsInputError): string {
+  if (error instanceof RankPortError) return `--${flag} ${error.endpoint} ${error.reason}`;
+  if (error instanceof EndpointShapeError)
+    return `--${flag} is tcp://host:port, ipc://… or inproc://…, not ${JSON.stringify(error.value)}`;
+  return `--${flag}: ${error.reason}`;
 }
 
 async function follow(
@@ -188,9 +183,6 @@ async function follow(
   const replay = args.options.get('replay')?.[0];
   const ranks = wholeNumberOption('watch', args, 'ranks', 1, 1, maxEngineRanks);
   const json = jsonLinesOf('watch', args);
-  // Refused under its flag, with what is wrong with it, before any rank is followed.
-  checkRankEndpoints('vllm', endpoint, ranks);
-  if (replay !== undefined) checkRankEndpoints('replay', replay, ranks);
   let applied = 0;
   const failed: string[] = [];
   let stop: (failure?: WatchStoppedError) => void = () => {};

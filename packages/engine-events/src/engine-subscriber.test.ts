@@ -501,7 +501,13 @@ describe('rankEndpoint', () => {
   it('refuses an endpoint of another shape, and a port that leaves the rank no port, naming both', () => {
     const refused = (endpoint: string, rank: number) =>
       expect(() => rankEndpoint(endpoint, rank)).toThrow(
-        expect.objectContaining({ code: 'ENGINE_EVENTS_INVALID_INPUT', argument: 'endpoint', value: endpoint }),
+        expect.objectContaining({
+          name: 'EndpointShapeError',
+          code: 'ENGINE_EVENTS_INVALID_INPUT',
+          argument: 'endpoint',
+          value: endpoint,
+          reason: 'an endpoint is tcp://host:port, ipc://… or inproc://…',
+        }),
       );
     for (const endpoint of ['udp://x:1', 'tcp://x', 'ipc://', 'inproc://']) refused(endpoint, 0);
     const noPort = (endpoint: string, rank: number) =>
@@ -637,6 +643,7 @@ describe('subscribeEngineRanks', () => {
       subscribeEngineRanks({ ...ranks, endpoint: 'tcp://127.0.0.1:5557', replayEndpoint: 'udp://x' }),
     ).rejects.toThrow(
       expect.objectContaining({
+        name: 'EndpointShapeError',
         code: 'ENGINE_EVENTS_INVALID_INPUT',
         argument: 'options.replayEndpoint',
         value: 'udp://x',

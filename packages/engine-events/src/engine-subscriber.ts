@@ -3,7 +3,7 @@ import { Subscriber } from 'zeromq';
 import { EngineBatchDecoder } from './decode-batch.js';
 import type { EngineEventBatch } from './engine-event.js';
 import { EngineInventoryFeed, type FeedOutcome, type SkipReason } from './engine-inventory-feed.js';
-import { EngineEventsInputError, RankPortError } from './errors.js';
+import { EndpointShapeError, EngineEventsInputError, RankPortError } from './errors.js';
 import { ReplayClient } from './replay-client.js';
 
 /** What a subscriber counted since it opened. */
@@ -346,7 +346,7 @@ function checkOptions(options: EngineSubscriberOptions): void {
 /**
  * The endpoint of data-parallel rank `rank` when rank 0's is `endpoint`, as vLLM and SGLang derive it:
  * a tcp port plus the rank; an ipc or inproc name with `_dp<rank>` appended. Refuses an endpoint of
- * another shape, and a port that leaves the rank no port (`RankPortError`).
+ * another shape (`EndpointShapeError`), and a port that leaves the rank no port (`RankPortError`).
  */
 export function rankEndpoint(endpoint: string, rank: number): string {
   return endpointOfRank('endpoint', endpoint, rank);
@@ -359,8 +359,7 @@ function endpointOfRank(argument: string, endpoint: string, rank: number): strin
   if (typeof endpoint === 'string' && /^(?:ipc|inproc):\/\/./.test(endpoint))
     return rank === 0 ? endpoint : `${endpoint}_dp${rank}`;
   const match = typeof endpoint === 'string' ? /^(tcp:\/\/.+):(\d+)$/.exec(endpoint) : null;
-  if (match === null)
-    throw new EngineEventsInputError(argument, endpoint, 'an endpoint is tcp://host:port, ipc://… or inproc://…');
+  if (match === null) throw new EndpointShapeError(argument, endpoint);
   const port = Number(match[2]) + rank;
   if (port < 1 || port > 65_535) throw new RankPortError(endpoint, rank, argument);
   return rank === 0 ? endpoint : `${match[1]}:${port}`;

@@ -20,6 +20,17 @@ export class EngineEventsInputError extends EngineEventsError {
 }
 
 /**
+ * An endpoint that is not `tcp://host:port`, `ipc://…` or `inproc://…`, the shapes a rank's endpoint is derived
+ * from; `argument` names it (`endpoint`, or `options.endpoint` and `options.replayEndpoint` of
+ * `subscribeEngineRanks`).
+ */
+export class EndpointShapeError extends EngineEventsInputError {
+  constructor(argument: string, value: unknown) {
+    super(argument, value, 'an endpoint is tcp://host:port, ipc://… or inproc://…');
+  }
+}
+
+/**
  * A tcp endpoint of rank 0 whose port, plus `rank`, is no port (ports run from 1 to 65535); `argument`
  * names the endpoint (`endpoint`, or `options.replayEndpoint` of `subscribeEngineRanks`).
  */
