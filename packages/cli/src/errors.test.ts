@@ -18,6 +18,7 @@ import {
   UnknownCommandError,
   UsageError,
 } from './errors.js';
+import * as errors from './errors.js';
 
 describe('the errors of @kvreuse/cli', () => {
   it.each([
@@ -104,5 +105,14 @@ describe('the errors of @kvreuse/cli', () => {
   ])('%s: code, exit status and message', (error, code, exitCode, message) => {
     expect(error).toBeInstanceOf(CliError);
     expect(error).toMatchObject({ code, exitCode, message, name: error.constructor.name });
+  });
+
+  it('are each exported from the package entry, for a caller to tell them apart', async () => {
+    const entry: Record<string, unknown> = await import('./index.js');
+    const classes = Object.entries(errors).flatMap(([name, value]) =>
+      typeof value === 'function' && value.prototype instanceof CliError ? [name] : [],
+    );
+    expect(classes).toContain('WatchStoppedError');
+    expect(classes.filter((name) => entry[name] !== errors[name as keyof typeof errors])).toEqual([]);
   });
 });

@@ -19,12 +19,20 @@ export {
   type CliErrorCode,
   DemoMessageError,
   DemoProcessError,
+  DemoTransferError,
   DiscoveryNotFoundError,
+  EtcdUnavailableError,
   InputFileError,
+  MetricsUnavailableError,
   NotACheckoutError,
+  PeerProtocolError,
+  PeerTimeoutError,
+  PeerUnreachableError,
   SettingsNotValidError,
+  TransportUnavailableError,
   UnknownCommandError,
   UsageError,
+  WatchStoppedError,
 } from './errors.js';
 export { cliVersion, exitCodeOf, runCli } from './run.js';
 export { type InventorySummary, summarizeInventoryBatch } from './inventory-summary.js';
