@@ -551,36 +551,51 @@ describe('rankEndpoints', () => {
   });
 });
 
+/**
+ * `engine`'s two ranks, each an inproc XPUB (rank 1's name is rank 0's with `_dp1` appended), followed by
+ * `subscribeEngineRanks`; `publish(rank, seq)` sends that rank an empty batch and resolves once `onEvent` heard it.
+ */
+async function followTwoRanks(
+  engine: string,
+  onEvent: (event: EngineSubscriberEvent, source: EngineRankSource) => void,
+) {
+  const publishers = [new XPublisher({ linger: 0 }), new XPublisher({ linger: 0 })] as const;
+  opened.push(...publishers);
+  await publishers[0].bind(`inproc://${engine}`);
+  await publishers[1].bind(`inproc://${engine}_dp1`);
+  const feed = new EngineInventoryFeed({ inventory: new RetainedInventory(), scheme });
+  let heard = (): void => {};
+  const subscribers = await subscribeEngineRanks({
+    engine,
+    endpoint: `inproc://${engine}`,
+    ranks: 2,
+    feed,
+    onEvent: (event, source) => {
+      onEvent(event, source);
+      heard();
+    },
+  });
+  opened.push(...subscribers);
+  // An XPUB hears each subscription: once both have theirs, nothing published is dropped.
+  await Promise.all(publishers.map((publisher) => publisher.receive()));
+  const payload = new Encoder().encode([1.5, [], null]);
+  const publish = async (rank: 0 | 1, seq: bigint): Promise<void> => {
+    const event = new Promise<void>((resolve) => (heard = resolve));
+    await publishers[rank].send(['', sequenceBytes(seq), payload]);
+    await event;
+  };
+  return { feed, subscribers, publish };
+}
+
 describe('subscribeEngineRanks', () => {
   it('tells onEvent the rank, worker and subscriber each event came from', async () => {
-    // Rank 1 publishes on rank 0's inproc name with `_dp1` appended.
-    const publishers = [new XPublisher({ linger: 0 }), new XPublisher({ linger: 0 })] as const;
-    opened.push(...publishers);
-    await publishers[0].bind('inproc://engine-h');
-    await publishers[1].bind('inproc://engine-h_dp1');
-    const feed = new EngineInventoryFeed({ inventory: new RetainedInventory(), scheme });
     const seen: [string, EngineRankSource][] = [];
-    let heard = (): void => {};
-    const subscribers = await subscribeEngineRanks({
-      engine: 'engine-h',
-      endpoint: 'inproc://engine-h',
-      ranks: 2,
-      feed,
-      onEvent: (event, source) => {
-        seen.push([event.kind, source]);
-        heard();
-      },
-    });
-    opened.push(...subscribers);
-    // An XPUB hears each subscription: once both have theirs, nothing published is dropped.
-    await Promise.all(publishers.map((publisher) => publisher.receive()));
-    const payload = new Encoder().encode([1.5, [], null]);
+    const { subscribers, publish } = await followTwoRanks('engine-h', (event, source) =>
+      seen.push([event.kind, source]),
+    );
     // One rank at a time, rank 1 first: the order onEvent hears them in is the order they were sent in.
-    for (const rank of [1, 0] as const) {
-      const event = new Promise<void>((resolve) => (heard = resolve));
-      await publishers[rank].send(['', sequenceBytes(0n), payload]);
-      await event;
-    }
+    await publish(1, 0n);
+    await publish(0, 0n);
     expect(seen).toEqual([
       ['batch', { rank: 1, workerId: 'engine-h/dp1', subscriber: subscribers[1] }],
       ['batch', { rank: 0, workerId: 'engine-h/dp0', subscriber: subscribers[0] }],
@@ -588,10 +603,6 @@ describe('subscribeEngineRanks', () => {
   });
 
   it('goes on following one rank after another stopped', async () => {
-    const publishers = [new XPublisher({ linger: 0 }), new XPublisher({ linger: 0 })] as const;
-    opened.push(...publishers);
-    await publishers[0].bind('inproc://engine-s');
-    await publishers[1].bind('inproc://engine-s_dp1');
     // Rank 0's feed breaks (an error that is no refusal of the inventory's): that rank stops, and only that one.
     const apply = EngineInventoryFeed.prototype.apply;
     spied(vi.spyOn(EngineInventoryFeed.prototype, 'apply')).mockImplementation(function (
@@ -602,27 +613,10 @@ describe('subscribeEngineRanks', () => {
       if (workerId === 'engine-s/dp0') throw new Error('the feed broke');
       return apply.call(this, workerId, batch);
     });
-    const feed = new EngineInventoryFeed({ inventory: new RetainedInventory(), scheme });
     const seen: string[] = [];
-    let heard = (): void => {};
-    const subscribers = await subscribeEngineRanks({
-      engine: 'engine-s',
-      endpoint: 'inproc://engine-s',
-      ranks: 2,
-      feed,
-      onEvent: (event, { workerId }) => {
-        seen.push(`${workerId}: ${event.kind}`);
-        heard();
-      },
-    });
-    opened.push(...subscribers);
-    await Promise.all(publishers.map((publisher) => publisher.receive()));
-    const payload = new Encoder().encode([1.5, [], null]);
-    const publish = async (rank: 0 | 1, seq: bigint): Promise<void> => {
-      const event = new Promise<void>((resolve) => (heard = resolve));
-      await publishers[rank].send(['', sequenceBytes(seq), payload]);
-      await event;
-    };
+    const { feed, subscribers, publish } = await followTwoRanks('engine-s', (event, { workerId }) =>
+      seen.push(`${workerId}: ${event.kind}`),
+    );
     await publish(0, 0n);
     // Rank 0's receive loop has ended on its own: nothing closed it.
     await subscribers[0]!.done;
