@@ -8,12 +8,6 @@ import type { RankId } from './rank-id.js';
 import { deriveShard, shardSplitIssue } from './shard.js';
 import { toFieldIssues, unreadableInput } from './zod-issues.js';
 
-/**
- * The most ranks (tpSize × ppSize) one worker may have: assembling a worker lists every rank it lacks, so one
- * part that claimed a size of 2^30 would have it build a billion entries.
- */
-const MAX_WORKER_RANKS = 65_536;
-
 export const roles = ['prefill', 'decode', 'aggregated'] as const;
 export type Role = (typeof roles)[number];
 
@@ -46,7 +40,7 @@ interface RuleViolation {
   readonly message: string;
 }
 
-/** The rules between fields: ranks within sizes, a dividing shard split, and the bank rules. */
+/** The rules between fields: ranks within sizes, a dividing shard split of at most 65,536 ranks, and the bank rules. */
 function rankRuleViolations(
   part: Pick<RankPart, 'version' | 'geometry' | 'parallel' | 'banks' | 'host'>,
 ): RuleViolation[] {
@@ -57,12 +51,6 @@ function rankRuleViolations(
   };
   if (parallel.tpRank >= parallel.tpSize) report(['parallel', 'tpRank'], `must be below tpSize (${parallel.tpSize})`);
   if (parallel.ppRank >= parallel.ppSize) report(['parallel', 'ppRank'], `must be below ppSize (${parallel.ppSize})`);
-  if (parallel.tpSize * parallel.ppSize > MAX_WORKER_RANKS) {
-    report(
-      ['parallel'],
-      `tpSize × ppSize = ${parallel.tpSize * parallel.ppSize} ranks; a worker has at most ${MAX_WORKER_RANKS}`,
-    );
-  }
   const splitIssue = shardSplitIssue(geometry, parallel);
   if (splitIssue !== undefined) report(splitIssue.field.split('.'), splitIssue.rule);
   if (violations.length > 0) return violations;

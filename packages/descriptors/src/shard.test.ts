@@ -41,6 +41,19 @@ describe('deriveShard', () => {
     expect(() => deriveShard(qwen, rank(0, 2, -1, 2))).toThrow(/parallel.ppRank = -1/);
   });
 
+  it('refuses sizes that give a worker more than 65,536 ranks, naming the sizes and the cap', () => {
+    const tooMany = expect.objectContaining({
+      code: 'INVALID_SHARD',
+      issue: expect.objectContaining({ field: 'parallel', value: { tpSize: 2 ** 40, ppSize: 1 } }),
+    });
+    expect(() => deriveShard(qwen, rank(0, 2 ** 40))).toThrow(tooMany);
+    expect(() => deriveShard(qwen, rank(0, 2 ** 40))).toThrow(
+      /parallel = .*: tpSize × ppSize = 1099511627776 ranks; a worker has at most 65536/,
+    );
+    expect(deriveShard(qwen, rank(0, 16_384, 0, 4)).kvHeadReplicas).toBe(2048);
+    expect(() => deriveShard(qwen, rank(0, 32_768, 0, 4))).toThrow(/tpSize × ppSize = 131072 ranks/);
+  });
+
   it('names the geometry field that cannot be split, not the parallel sizes', () => {
     const field = (name: string) => expect.objectContaining({ issue: expect.objectContaining({ field: name }) });
     expect(() => deriveShard({ ...qwen, numKvHeads: 0 }, rank(0, 2))).toThrow(field('geometry.numKvHeads'));

@@ -24,12 +24,20 @@ export interface Shard {
   readonly kvHeadReplicas: number;
 }
 
+/**
+ * The most ranks (tpSize × ppSize) one worker may have: assembling a worker lists every rank it lacks, and
+ * checking compatibility pairs every rank of one worker with every rank of the other, so a size of 2^30 would
+ * have them build a billion entries.
+ */
+const MAX_WORKER_RANKS = 65_536;
+
 type ShardInputs = Pick<Geometry, 'numKvHeads' | 'numLayers'>;
 type SplitInputs = Pick<Parallel, 'tpSize' | 'ppSize'>;
 
 /**
  * Why `parallel` cannot split `geometry` canonically, naming the field at fault (the geometry's `numKvHeads` or
- * `numLayers` when one is no positive integer, else a parallel size), or `undefined` when it can.
+ * `numLayers` when one is no positive integer, else a parallel size, or `parallel` when the sizes give more
+ * than 65,536 ranks), or `undefined` when it can.
  */
 export function shardSplitIssue(geometry: ShardInputs, parallel: SplitInputs): FieldIssue | undefined {
   if (typeof geometry !== 'object' || geometry === null)
@@ -46,6 +54,13 @@ export function shardSplitIssue(geometry: ShardInputs, parallel: SplitInputs): F
   }
   if (!Number.isInteger(ppSize) || ppSize < 1) {
     return { field: 'parallel.ppSize', value: ppSize, rule: 'must be a positive integer' };
+  }
+  if (tpSize * ppSize > MAX_WORKER_RANKS) {
+    return {
+      field: 'parallel',
+      value: { tpSize, ppSize },
+      rule: `tpSize × ppSize = ${tpSize * ppSize} ranks; a worker has at most ${MAX_WORKER_RANKS}`,
+    };
   }
   const headsSplit = tpSize <= numKvHeads ? numKvHeads % tpSize === 0 : tpSize % numKvHeads === 0;
   if (!headsSplit) {
