@@ -33,6 +33,29 @@ describe('geometry', () => {
     expect(result.error.message).toMatch(/dtype = "fp64"/);
   });
 
+  it('refuses a geometry whose block passes 2^53 − 1 bytes, naming the factors', () => {
+    // 2^53 − 1 = 6361 × 69431 × 20394401, each factor below 2^31.
+    const edge = {
+      ...referenceGeometries['qwen3-0.6b'],
+      numLayers: 6361,
+      kvPlanes: 1,
+      blockTokens: 69431,
+      numKvHeads: 1,
+      headDim: 20394401,
+      dtype: 'int8',
+    } as const;
+    expect(parseGeometry(edge)).toEqual(edge);
+    const over = { ...edge, numLayers: 2 ** 26, blockTokens: 1, headDim: 2 ** 27 };
+    const result = safeParseGeometry(over);
+    expect(result.success).toBe(false);
+    if (result.success) return;
+    expect(result.error).toBeInstanceOf(InvalidGeometryError);
+    expect(result.error.issues.map((issue) => issue.rule)).toEqual([
+      'numLayers × kvPlanes × blockTokens × numKvHeads × headDim × bytesPerElement(int8) = 9007199254740992: ' +
+        'must be at most 2^53 − 1 bytes, the most a number counts exactly',
+    ]);
+  });
+
   it("states each field's rule in the package's own words", () => {
     const rulesOf = (input: unknown): string[] => {
       const result = safeParseGeometry(input);

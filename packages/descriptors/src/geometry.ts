@@ -27,8 +27,22 @@ export function bytesPerElement(dtype: Dtype): number {
 const bankLayouts = ['layer-separate', 'fully-contiguous'] as const;
 const headOrders = ['NHD', 'HND'] as const;
 
+/**
+ * The issue of byte-size `factors` (name → value) whose product passes 2^53 − 1, past which a number no longer
+ * counts bytes exactly, naming every factor; `undefined` when it stays within.
+ */
+export function byteProductIssue(factors: Readonly<Record<string, number>>): FieldIssue | undefined {
+  const product = Object.values(factors).reduce((bytes, factor) => bytes * BigInt(factor), 1n);
+  if (product <= BigInt(Number.MAX_SAFE_INTEGER)) return undefined;
+  return {
+    field: Object.keys(factors).join(' × '),
+    value: product,
+    rule: 'must be at most 2^53 − 1 bytes, the most a number counts exactly',
+  };
+}
+
 /** The KV layout facts of a model as served (version 1). */
-export const geometrySchema = z.strictObject(
+const geometryFieldsSchema = z.strictObject(
   {
     numLayers: positiveCount,
     /** 2 = separate K and V planes, 1 = one latent plane (MLA). */
@@ -43,6 +57,27 @@ export const geometrySchema = z.strictObject(
     headOrder: z.enum(headOrders, { error: oneOfRule(headOrders) }),
   },
   { error: 'must be a KV geometry object' },
+);
+
+/**
+ * The KV layout facts of a model as served (version 1). A geometry whose whole block (every layer, plane and
+ * head) would pass 2^53 − 1 bytes is refused, so that every byte size of it is exact.
+ */
+export const geometrySchema = geometryFieldsSchema.superRefine(
+  (geometry, ctx) => {
+    const issue = byteProductIssue({
+      numLayers: geometry.numLayers,
+      kvPlanes: geometry.kvPlanes,
+      blockTokens: geometry.blockTokens,
+      numKvHeads: geometry.numKvHeads,
+      headDim: geometry.headDim,
+      [`bytesPerElement(${geometry.dtype})`]: bytesPerElement(geometry.dtype),
+    });
+    if (issue !== undefined)
+      ctx.addIssue({ code: 'custom', path: [], message: `${issue.field} = ${issue.value}: ${issue.rule}` });
+  },
+  // Encoding a rank part gets here before the fields are checked, so they are checked here.
+  { when: (payload) => payload.issues.length === 0 && geometryFieldsSchema.safeParse(payload.value).success },
 );
 
 export type Geometry = z.output<typeof geometrySchema>;

@@ -44,6 +44,46 @@ describe('byte geometry', () => {
     expect(elementOffset({ ...geometry, headOrder: 'NHD' }, 4, 1, 2, 3)).toBe(((2 * 4 + 1) * 128 + 3) * 2);
   });
 
+  it('refuses byte sizes past 2^53 − 1, naming their factors, and computes those at the edge exactly', () => {
+    // 2^53 − 1 = 441650591 × 20394401 = 6361 × 69431 × 20394401, each factor below 2^31.
+    const edge = {
+      blockTokens: 441_650_591,
+      headDim: 20_394_401,
+      dtype: 'int8',
+      kvPlanes: 1,
+      headOrder: 'HND',
+    } as const;
+    const over = { ...edge, blockTokens: 2 ** 26, headDim: 2 ** 27 };
+    const oneHead = { start: 0, count: 1 };
+    const refusal = (field: string) =>
+      expect.objectContaining({
+        code: 'INVALID_GEOMETRY',
+        issues: [expect.objectContaining({ field, value: 2n ** 53n })],
+      });
+
+    expect(pieceBytes(edge, { kvHeads: oneHead })).toBe(Number.MAX_SAFE_INTEGER);
+    expect(() => pieceBytes(over, { kvHeads: oneHead })).toThrow(
+      refusal('blockTokens × shard.kvHeads.count × headDim × bytesPerElement(int8)'),
+    );
+
+    const shortBlock = { ...edge, blockTokens: 69_431 };
+    const blockShard = (layers: number) => ({
+      kvHeads: oneHead,
+      layers: { start: 0, count: layers },
+      kvHeadReplicas: 1,
+    });
+    expect(rankBlockBytes(shortBlock, blockShard(6361))).toBe(Number.MAX_SAFE_INTEGER);
+    expect(() => rankBlockBytes({ ...shortBlock, blockTokens: 1, headDim: 2 ** 27 }, blockShard(2 ** 26))).toThrow(
+      refusal('blockTokens × shard.kvHeads.count × headDim × bytesPerElement(int8) × shard.layers.count × kvPlanes'),
+    );
+
+    // The last element of the largest piece, then one head more than 2^53 − 1 bytes can hold.
+    expect(elementOffset(edge, 1, 0, 441_650_590, 20_394_400)).toBe(Number.MAX_SAFE_INTEGER - 1);
+    expect(() => elementOffset(over, 1, 0, 0, 0)).toThrow(
+      refusal('blockTokens × headCount × headDim × bytesPerElement(int8)'),
+    );
+  });
+
   it('locates pieces in layer-separate and fully-contiguous banks', () => {
     const separate = workerFor({ geometry: qwen, tpSize: 2, ppSize: 2, blocks: 8 }).ranks[3]!;
     expect(locatePiece(separate, 5, 3, 1)).toEqual({ bank: 7, offset: 5n * 65_536n });

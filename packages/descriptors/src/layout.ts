@@ -11,7 +11,7 @@ import {
 } from './bank.js';
 import { InvalidBankLayoutError, InvalidGeometryError, InvalidShardError, isObject } from './errors.js';
 import { type FieldIssue, oneOfRule } from './field-issue.js';
-import { bytesPerElement, type Geometry, geometryFieldIssue } from './geometry.js';
+import { byteProductIssue, bytesPerElement, type Geometry, geometryFieldIssue } from './geometry.js';
 import { deriveShard, type Parallel, type Shard } from './shard.js';
 
 type PieceGeometry = Pick<Geometry, 'blockTokens' | 'headDim' | 'dtype'>;
@@ -47,24 +47,47 @@ function checkShardArgument(shard: unknown, ranges: readonly (keyof Pick<Shard, 
 
 const pieceFields = ['blockTokens', 'headDim', 'dtype'] as const;
 
+/** The factors of the bytes of one piece holding `headCount` heads, named as the caller's arguments name them. */
+function pieceFactors(geometry: PieceGeometry, headCountName: string, headCount: number): Record<string, number> {
+  return {
+    blockTokens: geometry.blockTokens,
+    [headCountName]: headCount,
+    headDim: geometry.headDim,
+    [`bytesPerElement(${geometry.dtype})`]: bytesPerElement(geometry.dtype),
+  };
+}
+
+/** The product of byte-size `factors`, refused (`InvalidGeometryError`, naming them) when it passes 2^53 − 1. */
+function exactBytes(factors: Readonly<Record<string, number>>): number {
+  const issue = byteProductIssue(factors);
+  if (issue !== undefined) throw new InvalidGeometryError([issue]);
+  return Object.values(factors).reduce((bytes, factor) => bytes * factor, 1);
+}
+
 /**
  * Bytes of one (block, layer, plane) piece of a rank: block tokens × the rank's heads × head dim × element bytes.
- * A field it reads that is missing or bad is refused, named: `InvalidGeometryError`, `InvalidShardError`.
+ * A field it reads that is missing or bad is refused, named: `InvalidGeometryError`, `InvalidShardError`; so is
+ * a piece of more than 2^53 − 1 bytes (`InvalidGeometryError`, naming the factors).
  */
 export function pieceBytes(geometry: PieceGeometry, shard: Pick<Shard, 'kvHeads'>): number {
   checkGeometryArgument(geometry, pieceFields);
   checkShardArgument(shard, ['kvHeads']);
-  return geometry.blockTokens * shard.kvHeads.count * geometry.headDim * bytesPerElement(geometry.dtype);
+  return exactBytes(pieceFactors(geometry, 'shard.kvHeads.count', shard.kvHeads.count));
 }
 
 /**
  * Bytes of one block of a rank over all of its layers and planes. A field it reads that is missing or bad is
- * refused, named: `InvalidGeometryError`, `InvalidShardError`.
+ * refused, named: `InvalidGeometryError`, `InvalidShardError`; so is a block of more than 2^53 − 1 bytes
+ * (`InvalidGeometryError`, naming the factors).
  */
 export function rankBlockBytes(geometry: PieceGeometry & Pick<Geometry, 'kvPlanes'>, shard: Shard): number {
   checkGeometryArgument(geometry, [...pieceFields, 'kvPlanes']);
   checkShardArgument(shard, ['kvHeads', 'layers']);
-  return pieceBytes(geometry, shard) * shard.layers.count * geometry.kvPlanes;
+  return exactBytes({
+    ...pieceFactors(geometry, 'shard.kvHeads.count', shard.kvHeads.count),
+    'shard.layers.count': shard.layers.count,
+    kvPlanes: geometry.kvPlanes,
+  });
 }
 
 export interface PlaneStrideOption {
@@ -188,8 +211,9 @@ export function pieceSlot(
 /**
  * Byte offset of element (head, token, dim) inside one (block, layer, plane) piece of a rank holding
  * `headCount` heads; `head` is local to the rank. HND is `[head][token][dim]`, NHD `[token][head][dim]`.
- * A geometry field it reads that is missing or bad, a `headCount` that is no positive integer below 2^31, or a
- * `head`, `token` or `dim` outside the piece is refused, named (`InvalidGeometryError`).
+ * A geometry field it reads that is missing or bad, a `headCount` that is no positive integer below 2^31, a
+ * `head`, `token` or `dim` outside the piece, or a piece of more than 2^53 − 1 bytes is refused, named
+ * (`InvalidGeometryError`).
  */
 export function elementOffset(
   geometry: PieceGeometry & Pick<Geometry, 'headOrder'>,
@@ -208,6 +232,7 @@ export function elementOffset(
     elementIndexIssue('dim', dim, headDim, 'headDim'),
   ].filter((issue) => issue !== undefined);
   if (issues.length > 0) throw new InvalidGeometryError(issues);
+  exactBytes(pieceFactors(geometry, 'headCount', headCount));
   const element =
     geometry.headOrder === 'HND'
       ? (head * blockTokens + token) * headDim + dim
