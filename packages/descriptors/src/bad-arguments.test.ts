@@ -43,14 +43,61 @@ describe('safeParse never throws', () => {
   it('reports an input whose getter throws as a failure', () => {
     const geometry = safeParseGeometry(withThrowingGetter(qwen, 'numLayers'));
     expect(geometry.success).toBe(false);
-    if (!geometry.success) expect(geometry.error).toBeInstanceOf(InvalidGeometryError);
+    if (!geometry.success) {
+      expect(geometry.error).toBeInstanceOf(InvalidGeometryError);
+      expect(geometry.error.issues.map((issue) => issue.field)).toEqual(['numLayers']);
+      expect(geometry.error.cause).toEqual(new Error('unreadable'));
+    }
     const [part] = rankPartsFor({ geometry: qwen, tpSize: 1, ppSize: 1, blocks: 2 });
     const rankPart = safeParseRankPart(withThrowingGetter(serializeRankPart(part!), 'workerId'));
     expect(rankPart.success).toBe(false);
     if (!rankPart.success) {
       expect(rankPart.error).toBeInstanceOf(InvalidRankPartError);
       expect(rankPart.error.message).toMatch(/unreadable/);
+      expect(rankPart.error.issues.map((issue) => issue.field)).toEqual(['workerId']);
+      expect(rankPart.error.cause).toEqual(new Error('unreadable'));
     }
+  });
+});
+
+describe('serializeRankPart refuses a part that throws while it is read', () => {
+  it('with InvalidRankPartError naming the field, keeping what it threw as the cause', () => {
+    const [part] = rankPartsFor({ geometry: qwen, tpSize: 1, ppSize: 1, blocks: 2 });
+    const bank = withThrowingGetter(part!.banks[0]!, 'blockStride');
+    const unreadable = { ...part!, banks: [bank, ...part!.banks.slice(1)] } as never;
+    let refusal: unknown;
+    try {
+      serializeRankPart(unreadable);
+    } catch (error) {
+      refusal = error;
+    }
+    expect(refusal).toBeInstanceOf(InvalidRankPartError);
+    expect(refusal).toMatchObject({
+      workerId: part!.workerId,
+      rank: { tpRank: 0, ppRank: 0 },
+      issues: [{ field: 'banks[0].blockStride', value: undefined, rule: 'could not be read: unreadable' }],
+      cause: new Error('unreadable'),
+    });
+  });
+
+  it('naming the root when what threw cannot be found again', () => {
+    const [part] = rankPartsFor({ geometry: qwen, tpSize: 1, ppSize: 1, blocks: 2 });
+    let reads = 0;
+    const once = Object.defineProperty({ ...part! }, 'workerId', {
+      enumerable: true,
+      get: () => {
+        reads++;
+        if (reads === 1) throw new RangeError('first read');
+        return part!.workerId;
+      },
+    });
+    expect(() => serializeRankPart(once as never)).toThrow(
+      expect.objectContaining({
+        code: 'INVALID_RANK_PART',
+        issues: [{ field: '(root)', value: undefined, rule: 'could not be read: first read' }],
+        cause: new RangeError('first read'),
+      }),
+    );
   });
 });
 

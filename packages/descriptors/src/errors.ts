@@ -32,8 +32,8 @@ export class InvalidGeometryError extends DescriptorError {
   override readonly name = 'InvalidGeometryError';
   readonly issues: readonly FieldIssue[];
 
-  constructor(issues: readonly FieldIssue[]) {
-    super(`invalid KV geometry: ${formatIssues(issues)}`);
+  constructor(issues: readonly FieldIssue[], options?: ErrorOptions) {
+    super(`invalid KV geometry: ${formatIssues(issues)}`, options);
     this.issues = issues;
   }
 }
@@ -46,12 +46,17 @@ export class InvalidRankPartError extends DescriptorError {
   readonly rank: RankId | undefined;
   readonly issues: readonly FieldIssue[];
 
-  constructor(workerId: string | undefined, rank: RankId | undefined, issues: readonly FieldIssue[]) {
+  constructor(
+    workerId: string | undefined,
+    rank: RankId | undefined,
+    issues: readonly FieldIssue[],
+    options?: ErrorOptions,
+  ) {
     const who = [
       workerId === undefined ? undefined : `worker ${describeValue(workerId)}`,
       rank === undefined ? undefined : `rank (${formatRank(rank)})`,
     ].filter((s) => s !== undefined);
-    super(`invalid rank part${who.length > 0 ? ` of ${who.join(' ')}` : ''}: ${formatIssues(issues)}`);
+    super(`invalid rank part${who.length > 0 ? ` of ${who.join(' ')}` : ''}: ${formatIssues(issues)}`, options);
     this.workerId = workerId;
     this.rank = rank;
     this.issues = issues;

@@ -93,7 +93,7 @@ export function safeParseGeometry(input: unknown): SafeParseResult<Geometry, Inv
     if (result.success) return { success: true, data: result.data };
     return { success: false, error: new InvalidGeometryError(toFieldIssues(result.error, input)) };
   } catch (error) {
-    return { success: false, error: new InvalidGeometryError([unreadableInput(error)]) };
+    return { success: false, error: new InvalidGeometryError([unreadableInput(error, input)], { cause: error }) };
   }
 }
 

@@ -190,7 +190,16 @@ export type RankPart = z.output<typeof rankPartSchema>;
 /** A rank part as it travels: JSON with 64-bit quantities as decimal strings. */
 export type RankPartWire = z.input<typeof rankPartSchema>;
 
+/** The worker and rank `input` claims to be, as far as they can be read. */
 function claimedIdentity(input: unknown): { workerId: string | undefined; rank: RankId | undefined } {
+  try {
+    return readIdentity(input);
+  } catch {
+    return { workerId: undefined, rank: undefined };
+  }
+}
+
+function readIdentity(input: unknown): { workerId: string | undefined; rank: RankId | undefined } {
   const record = (typeof input === 'object' && input !== null ? input : {}) as Record<string, unknown>;
   const parallel = (
     typeof record['parallel'] === 'object' && record['parallel'] !== null ? record['parallel'] : {}
@@ -229,7 +238,7 @@ export function safeParseRankPart(input: unknown): SafeParseResult<RankPart, Inv
     const { workerId, rank } = claimedIdentity(input);
     return { success: false, error: new InvalidRankPartError(workerId, rank, toFieldIssues(result.error, input)) };
   } catch (error) {
-    return { success: false, error: new InvalidRankPartError(undefined, undefined, [unreadableInput(error)]) };
+    return { success: false, error: unreadablePartError(input, error) };
   }
 }
 
@@ -250,13 +259,25 @@ export function checkedRankPart(part: RankPart): RankPart {
 
 /**
  * The wire form of a rank part; `parseRankPart(serializeRankPart(part))` equals `part`. Checks the same
- * rules as parsing, so only valid parts go out (throws `InvalidRankPartError`).
+ * rules as parsing, so only valid parts go out (throws `InvalidRankPartError`); a part that throws while it is
+ * read (a getter, a proxy) is refused the same way, naming the field, with what it threw as the error's `cause`.
  */
 export function serializeRankPart(part: RankPart): RankPartWire {
-  const result = rankPartSchema.safeEncode(part);
+  let result: ReturnType<typeof rankPartSchema.safeEncode>;
+  try {
+    result = rankPartSchema.safeEncode(part);
+  } catch (error) {
+    throw unreadablePartError(part, error);
+  }
   if (result.success) return result.data;
   const { workerId, rank } = claimedIdentity(part);
   throw new InvalidRankPartError(workerId, rank, toFieldIssues(result.error, part));
+}
+
+/** The error for a part that threw while it was read, naming the field that throws, with what it threw as `cause`. */
+function unreadablePartError(part: unknown, error: unknown): InvalidRankPartError {
+  const { workerId, rank } = claimedIdentity(part);
+  return new InvalidRankPartError(workerId, rank, [unreadableInput(error, part)], { cause: error });
 }
 
 /**

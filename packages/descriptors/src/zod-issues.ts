@@ -20,10 +20,38 @@ function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
   return value;
 }
 
-/** The issue of an input that threw while it was read (a getter, a proxy): nothing of it can be checked. */
-export function unreadableInput(error: unknown): FieldIssue {
+/** The path of the first field of `value` that throws when it is read (a getter, a proxy), or `undefined`. */
+function unreadablePath(value: unknown, path: readonly PropertyKey[], seen: Set<object>): PropertyKey[] | undefined {
+  if (value === null || typeof value !== 'object' || seen.has(value)) return undefined;
+  seen.add(value);
+  let keys: string[];
+  try {
+    keys = Object.keys(value);
+  } catch {
+    return [...path];
+  }
+  for (const key of keys) {
+    const childPath = [...path, Array.isArray(value) ? Number(key) : key];
+    let child: unknown;
+    try {
+      child = (value as Record<string, unknown>)[key];
+    } catch {
+      return childPath;
+    }
+    const found = unreadablePath(child, childPath, seen);
+    if (found !== undefined) return found;
+  }
+  return undefined;
+}
+
+/**
+ * The issue of an input that threw while it was read (a getter, a proxy): nothing of it can be checked. It names
+ * the field that throws when reading the input again finds it, else the root.
+ */
+export function unreadableInput(error: unknown, input: unknown): FieldIssue {
   const reason = error instanceof Error ? error.message : String(error);
-  return { field: '(root)', value: undefined, rule: `could not be read: ${reason}` };
+  const path = unreadablePath(input, [], new Set());
+  return { field: fieldPath(path ?? []), value: undefined, rule: `could not be read: ${reason}` };
 }
 
 export function toFieldIssues(error: z.ZodError, input: unknown): FieldIssue[] {
