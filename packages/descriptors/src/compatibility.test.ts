@@ -1,6 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { workerFor } from '../test/support.js';
-import { checkCompatibility, type Geometry, referenceGeometries } from './index.js';
+import {
+  buildTransferTemplate,
+  checkCompatibility,
+  type Geometry,
+  InvalidRankPartError,
+  type RankPart,
+  referenceGeometries,
+  type Worker,
+} from './index.js';
 
 const qwen = referenceGeometries['qwen3-0.6b'];
 const worker = (geometry: Geometry, tpSize: number, ppSize = 1) => workerFor({ geometry, tpSize, ppSize, blocks: 2 });
@@ -108,5 +116,64 @@ describe('checkCompatibility', () => {
       reasons: [{ code: 'TP_SIZES_NOT_DIVISIBLE', field: 'tpSize', source: 4, destination: 6 }],
     });
     expect(checkCompatibility(worker(llama, 8), worker({ ...llama, bankLayout: 'fully-contiguous' }, 4)).ok).toBe(true);
+  });
+});
+
+describe('checkCompatibility and buildTransferTemplate trust a worker only as far as they check it', () => {
+  const source = worker(qwen, 2);
+  const destination = worker(qwen, 1);
+  /** Both functions refuse `bad` (in the `side` position) with InvalidRankPartError naming `field`. */
+  const expectRefused = (side: 'source' | 'destination', bad: Worker, field: string, rule: RegExp) => {
+    const [from, to] = side === 'source' ? [bad, destination] : [source, bad];
+    const refusal = expect.objectContaining({
+      code: 'INVALID_RANK_PART',
+      issues: [expect.objectContaining({ field, rule: expect.stringMatching(rule) })],
+    });
+    expect(() => checkCompatibility(from, to)).toThrow(InvalidRankPartError);
+    expect(() => checkCompatibility(from, to)).toThrow(refusal);
+    expect(() => buildTransferTemplate(from, to)).toThrow(refusal);
+  };
+
+  it('refuses a worker with no ranks, or fewer or more than its sizes say', () => {
+    expectRefused('destination', { ...destination, ranks: [] }, 'destination.ranks', /tpSize × ppSize = 1/);
+    expectRefused('source', { ...source, ranks: source.ranks.slice(1) }, 'source.ranks', /tpSize × ppSize = 2/);
+    expectRefused('source', { ...source, ranks: [...source.ranks, source.ranks[0]!] }, 'source.ranks', /= 2/);
+    expectRefused('source', { ...source, tpSize: 0, ranks: [] }, 'source.ranks', /and at least one/);
+  });
+
+  it('refuses a rank that is no valid part, or whose banks are not all there', () => {
+    expectRefused('source', { ...source, ranks: [null as never, source.ranks[1]!] }, 'source.ranks[0]', /rank part/);
+    const [first, second] = source.ranks as [RankPart, RankPart];
+    const bankless = { ...second, banks: second.banks.slice(1) };
+    expectRefused(
+      'source',
+      { ...source, ranks: [first, bankless] },
+      'source.ranks[1].banks',
+      /has 55 banks; layer-separate needs/,
+    );
+  });
+
+  it("refuses a rank out of its place, or of other sizes or another geometry than the worker's", () => {
+    const [first, second] = source.ranks as [RankPart, RankPart];
+    expectRefused('source', { ...source, ranks: [second, first] }, 'source.ranks[0].parallel.tpRank', /must be 0/);
+    const wider = worker(qwen, 4);
+    expectRefused(
+      'source',
+      { ...wider, ranks: source.ranks.concat(source.ranks) },
+      'source.ranks[0].parallel.tpSize',
+      /must be 4/,
+    );
+    const fp16 = worker({ ...qwen, dtype: 'fp16' }, 1);
+    expectRefused(
+      'destination',
+      { ...destination, ranks: fp16.ranks },
+      'destination.ranks[0].geometry.dtype',
+      /"bf16"/,
+    );
+  });
+
+  it('still plans for the workers assembleWorker returns', () => {
+    expect(checkCompatibility(source, destination).ok).toBe(true);
+    expect(buildTransferTemplate(source, destination).routeCount).toBe(2 * 28 * 2);
   });
 });

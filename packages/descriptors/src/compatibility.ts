@@ -2,7 +2,7 @@ import type { Geometry } from './geometry.js';
 import type { IncompatibilityCode, IncompatibilityReason } from './incompatibility.js';
 import type { RankId } from './rank-id.js';
 import { deriveShard, type IndexRange } from './shard.js';
-import { checkWorkerArgument, type Worker } from './worker.js';
+import { checkWorkerRanks, type Worker } from './worker.js';
 
 /** One rank pair of a transfer: which KV heads and layers (global indices) the source rank supplies. */
 export interface RankRoute {
@@ -41,12 +41,16 @@ function intersect(a: IndexRange, b: IndexRange): IndexRange | undefined {
  * Whether blocks can move from `source` to `destination` (two complete workers), and if so which source
  * rank supplies which heads and layers of each destination rank. Bank layouts may differ; TP sizes may
  * differ when one divides the other; PP sizes may differ freely. When the source replicates KV heads
- * (tpSize > numKvHeads), destination ranks spread over the replicas. Never throws for a mismatch;
- * throws `InvalidRankPartError` naming `source` or `destination` when it is not a worker.
+ * (tpSize > numKvHeads), destination ranks spread over the replicas. Never throws for a mismatch.
+ *
+ * A worker is trusted only as far as it is checked: `source` and `destination` must each hold one valid rank
+ * part per rank, at its index, with the worker's sizes and geometry, as `assembleWorker` returns them; else
+ * this throws `InvalidRankPartError` naming the argument and the field (`destination.ranks`,
+ * `source.ranks[1].parallel.tpRank`, …). For assembled workers that costs a few comparisons per rank.
  */
 export function checkCompatibility(source: Worker, destination: Worker): CompatibilityResult {
-  checkWorkerArgument('source', source);
-  checkWorkerArgument('destination', destination);
+  checkWorkerRanks('source', source);
+  checkWorkerRanks('destination', destination);
   const reasons: IncompatibilityReason[] = [];
   for (const { field, code } of matchingGeometry) {
     const from = source.geometry[field];

@@ -151,7 +151,8 @@ function allocateTemplate(source: Worker, destination: Worker, pairs: readonly R
  * The transfer template from `source` to `destination` (two complete workers): built once per pair of
  * worker incarnations and cached by the caller, then used with two block lists per request
  * (`prepareTransfer`). Throws `IncompatibleWorkersError`, or `InvalidRankPartError` for an argument that is
- * not a worker.
+ * not a complete worker, checked as `checkCompatibility` checks it (one valid rank part per rank, at its index,
+ * with the worker's sizes and geometry).
  */
 export function buildTransferTemplate(source: Worker, destination: Worker): TransferTemplate {
   const compatibility = checkCompatibility(source, destination);

@@ -1,3 +1,4 @@
+import { describeValue } from '@kvreuse/errors';
 import { count, countRule } from './bank.js';
 import { type Geometry, geometryFields } from './geometry.js';
 import { geometryDigest } from './digest.js';
@@ -166,6 +167,56 @@ export function rankPartOf(worker: Worker, rank: RankId): RankPart | undefined {
 
 function argumentError(field: string, value: unknown, rule: string): InvalidRankPartError {
   return new InvalidRankPartError(undefined, undefined, [{ field, value, rule }]);
+}
+
+/**
+ * Throws `InvalidRankPartError` naming `argument` and the field at fault unless `worker` holds what planning reads
+ * of a complete worker: one rank part per rank (`tpSize × ppSize` of them, at least one), each a valid part (one
+ * the parser returned, else checked as `assembleWorker` checks it) at its own index `ppRank × tpSize + tpRank`,
+ * with the worker's sizes and geometry. Its banks are then those of its shard. For a worker `assembleWorker`
+ * returned it costs a few comparisons per rank.
+ */
+export function checkWorkerRanks(argument: string, worker: unknown): asserts worker is Worker {
+  checkWorkerArgument(argument, worker);
+  const { ranks, tpSize, ppSize, geometry } = worker;
+  if (ranks.length === 0 || ranks.length !== tpSize * ppSize) {
+    const rule = `must hold one rank part per rank, tpSize × ppSize = ${tpSize * ppSize}, and at least one`;
+    throw argumentError(`${argument}.ranks`, ranks, rule);
+  }
+  ranks.forEach((rank: unknown, index) => {
+    const field = `${argument}.ranks[${index}]`;
+    if (!isObject(rank)) throw argumentError(field, rank, 'a rank part (parseRankPart)');
+    const part = checkedRankPartAt(field, rank as RankPart);
+    const expected = { tpRank: index % tpSize, ppRank: Math.floor(index / tpSize), tpSize, ppSize };
+    for (const key of ['tpRank', 'ppRank', 'tpSize', 'ppSize'] as const) {
+      if (part.parallel[key] !== expected[key])
+        throw argumentError(
+          `${field}.parallel.${key}`,
+          part.parallel[key],
+          `must be ${expected[key]}, as its index says`,
+        );
+    }
+    for (const key of geometryFields) {
+      if (part.geometry[key] !== geometry[key]) {
+        const rule = `must equal the worker's geometry.${key}, ${describeValue(geometry[key])}`;
+        throw argumentError(`${field}.geometry.${key}`, part.geometry[key], rule);
+      }
+    }
+  });
+}
+
+/** `checkedRankPart(part)`, its refusal's fields named from `field`, where the part lies. */
+function checkedRankPartAt(field: string, part: RankPart): RankPart {
+  try {
+    return checkedRankPart(part);
+  } catch (error) {
+    if (!(error instanceof InvalidRankPartError)) throw error;
+    const issues = error.issues.map((issue) => ({
+      ...issue,
+      field: issue.field === '(root)' ? field : `${field}.${issue.field}`,
+    }));
+    throw new InvalidRankPartError(error.workerId, error.rank, issues, { cause: error });
+  }
 }
 
 /** Throws `InvalidRankPartError` naming `argument` unless `worker` has the shape of a complete worker. */
