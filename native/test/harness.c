@@ -21,6 +21,18 @@ bool test_under_valgrind = false;
 static const char *current_case = "";
 const char *test_skip_reason = NULL;
 
+static struct {
+    void (*cleanup)(void *context);
+    void *context;
+    pid_t owner; /* a child forked after test_on_failure fails without touching what its parent still uses */
+} failure_cleanup;
+
+void test_on_failure(void (*cleanup)(void *context), void *context) {
+    failure_cleanup.cleanup = cleanup;
+    failure_cleanup.context = context;
+    failure_cleanup.owner = getpid();
+}
+
 void test_fail(const char *file, int line, const char *fmt, ...) {
     va_list args;
     va_start(args, fmt);
@@ -29,6 +41,7 @@ void test_fail(const char *file, int line, const char *fmt, ...) {
     vfprintf(stderr, fmt, args);
     fputc('\n', stderr);
     va_end(args);
+    if (failure_cleanup.cleanup && failure_cleanup.owner == getpid()) failure_cleanup.cleanup(failure_cleanup.context);
     exit(1);
 }
 

@@ -14,6 +14,9 @@ extern uint32_t test_backend;    /* KVT_BACKEND_* under test */
 extern bool test_under_valgrind; /* keep sizes small */
 
 void test_fail(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4), noreturn));
+/* Has a failure of this process (test_fail, not of a child forked after this call) run `cleanup(context)` before it
+ * exits, so that what a case made outside the process (a folder) goes with it; NULL stops that. One at a time. */
+void test_on_failure(void (*cleanup)(void *context), void *context);
 
 #define CHECK(cond, ...)                                                                                               \
     do {                                                                                                               \

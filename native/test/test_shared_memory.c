@@ -8,6 +8,7 @@
 #include "backends/ucx/ucx_tls.h"
 #endif
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/audit.h>
@@ -387,11 +388,23 @@ static void sysv_unlisted_counts_the_posix_dir_alone(void) {
         (small_shm){"/dev/shm", "UCX_TLS=posix,tcp,self", false, ROOMY_SYSV_LIMIT, "allocation_in_posix_alone", NULL});
 }
 
-/* Runs `setup` with UCX_CONFIG_DIR naming a directory whose ucx.conf sets UCX_TLS=`tls` (setup.ucx_setting unused). */
+/* Removes the folder `dir` that run_with_ucx_conf made, and its ucx.conf. */
+static void remove_ucx_conf_dir(void *dir) {
+    char conf[4096];
+    snprintf(conf, sizeof conf, "%s/ucx.conf", (const char *)dir);
+    unlink(conf);
+    rmdir(dir);
+}
+
+/* Runs `setup` with UCX_CONFIG_DIR naming a directory (in $TMPDIR, else /tmp) whose ucx.conf sets UCX_TLS=`tls`
+ * (setup.ucx_setting unused). The directory is removed when the case fails too. */
 static void run_with_ucx_conf(const char *tls, small_shm setup) {
     ONLY_ON_BACKEND(KVT_BACKEND_UCX, "the loopback backend does not read UCX's configuration");
-    char dir[] = "/tmp/kvt-ucx-conf-XXXXXX", conf[64], setting[64];
-    CHECK(mkdtemp(dir) != NULL, "mkdtemp: %s", strerror(errno));
+    const char *tmp = getenv("TMPDIR");
+    char dir[2048], conf[4096], setting[4096];
+    snprintf(dir, sizeof dir, "%s/kvt-ucx-conf-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp %s: %s", dir, strerror(errno));
+    test_on_failure(remove_ucx_conf_dir, dir);
     snprintf(conf, sizeof conf, "%s/ucx.conf", dir);
     FILE *file = fopen(conf, "w");
     CHECK(file != NULL && fprintf(file, "UCX_TLS=%s\n", tls) > 0 && fclose(file) == 0, "write %s: %s", conf,
@@ -399,8 +412,48 @@ static void run_with_ucx_conf(const char *tls, small_shm setup) {
     snprintf(setting, sizeof setting, "UCX_CONFIG_DIR=%s", dir);
     setup.ucx_setting = setting;
     run_in_small_shm(setup);
-    unlink(conf);
-    rmdir(dir);
+    test_on_failure(NULL, NULL);
+    remove_ucx_conf_dir(dir);
+}
+
+/* A case whose child fails (here: it reads the ucx.conf's UCX_TLS, ^sysv, where posix is expected) leaves no ucx.conf
+ * folder behind. */
+static void ucx_conf_dir_is_removed_when_the_child_fails(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_UCX, "the loopback backend does not read UCX's configuration");
+    char parent[] = "/tmp/kvt-ucx-conf-parent-XXXXXX";
+    CHECK(mkdtemp(parent) != NULL, "mkdtemp: %s", strerror(errno));
+    fflush(NULL);
+    pid_t subject = fork();
+    CHECK(subject >= 0, "fork");
+    if (subject == 0) {
+        setenv("TMPDIR", parent, 1);
+        int null = open("/dev/null", O_WRONLY);
+        if (null < 0 || dup2(null, STDERR_FILENO) < 0) _exit(2); /* the FAIL line it prints is the one expected */
+        run_with_ucx_conf("^sysv",
+                          (small_shm){"/dev/shm", NULL, false, ROOMY_SYSV_LIMIT, "ucx_conf_tls_as_read", "posix"});
+        _exit(test_skip_reason ? 77 : 0);
+    }
+    int status = 0;
+    CHECK(waitpid(subject, &status, 0) == subject, "waitpid");
+    DIR *listing = opendir(parent);
+    CHECK(listing != NULL, "opendir %s: %s", parent, strerror(errno));
+    char left[512] = "";
+    for (struct dirent *entry; (entry = readdir(listing)) != NULL;) {
+        if (strcmp(entry->d_name, ".") == 0 || strcmp(entry->d_name, "..") == 0) continue;
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", parent, entry->d_name);
+        remove_ucx_conf_dir(path);
+        snprintf(left, sizeof left, "%s", entry->d_name);
+    }
+    closedir(listing);
+    rmdir(parent);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 77) {
+        test_skip_reason = "a mount and IPC namespace need CAP_SYS_ADMIN (run as root)";
+        return;
+    }
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 1, "the child's failure did not fail the case (status 0x%x)",
+          status);
+    CHECK(left[0] == '\0', "the failed case left %s/%s behind", parent, left);
 }
 
 /* The same where UCX_TLS=^sysv comes from a ucx.conf, not the environment: UCX 1.13 reads it there, and so does the
@@ -622,6 +675,7 @@ TEST_MAIN("shared-memory", TEST(full_dev_shm_is_a_typed_refusal), TEST(full_posi
           TEST(unaskable_posix_dir_without_sysv_is_no_room), TEST(no_mm_settings_where_ucx_drops_every_memory_mapper),
           TEST(private_fallback_names_what_ucx_had), TEST(mem_map_failure_counts_what_ucx_tls_leaves_in),
           TEST(prefault_failure_counts_what_ucx_tls_leaves_in), TEST(ucx_conf_tls_is_read_whole_or_as_every_transport),
-          TEST(ucx_tls_is_read_as_ucx_reads_it), TEST(allocation_in_a_small_shm), TEST(allocation_with_a_limit_unasked),
-          TEST(allocation_in_posix_alone), TEST(private_fallback_when_sysv_refuses),
-          TEST(mem_map_failure_when_sysv_refuses), TEST(prefault_failure_in_sysv_alone), TEST(ucx_conf_tls_as_read))
+          TEST(ucx_conf_dir_is_removed_when_the_child_fails), TEST(ucx_tls_is_read_as_ucx_reads_it),
+          TEST(allocation_in_a_small_shm), TEST(allocation_with_a_limit_unasked), TEST(allocation_in_posix_alone),
+          TEST(private_fallback_when_sysv_refuses), TEST(mem_map_failure_when_sysv_refuses),
+          TEST(prefault_failure_in_sysv_alone), TEST(ucx_conf_tls_as_read))
