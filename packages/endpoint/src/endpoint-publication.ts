@@ -20,6 +20,7 @@ import type { PinChannel } from './pin-auth.js';
 import type { RemotePeers } from './remote-peers.js';
 import { type ServeOptions, SourceSide } from './source-side.js';
 import { thisHost } from './this-host.js';
+import { allWithdrawn, type WithdrawalStep } from './withdrawal-steps.js';
 
 export interface EndpointPublicationOptions {
   readonly options: ReuseEndpointOptions;
@@ -62,8 +63,10 @@ export class EndpointPublication {
 
   /**
    * Publishes the rank part of `registered` under a lease, watches the worker's readiness and, for a serving
-   * rank, serves. A failure on its own gives back what was published;
-   * one that a close stopped (`EndpointStateError` naming `closing`) leaves it for the close's drain.
+   * rank, serves. A failure on its own gives back what was published, within `transport.shutdownDeadlineMs`,
+   * and rejects with its own error, carrying `rollbackError` (an `AggregateError` naming each part that failed
+   * or had not settled by then) when some part was not given back; one that a close stopped
+   * (`EndpointStateError` naming `closing`) leaves it for the close's drain.
    */
   async publish(registered: RegisteredRank): Promise<void> {
     const { options, closeCalled, onReadiness } = this.#deps;
@@ -102,7 +105,11 @@ export class EndpointPublication {
       this.#stopServing?.();
       // Stopped by a close: the close's drain withdraws what was published, within the close's deadline,
       // and its report names what it could not withdraw.
-      if (!closeCalled.aborted) await this.#withdrawAfterFailure();
+      if (!closeCalled.aborted)
+        await this.#withdrawAfterFailure().catch((rollbackError: unknown) => {
+          if (typeof error === 'object' && error !== null && Object.isExtensible(error))
+            Object.assign(error, { rollbackError });
+        });
       throw error;
     }
   }
@@ -112,33 +119,41 @@ export class EndpointPublication {
    * that one that hangs holds the other back no longer than the drain's deadline for the step. Rejects
    * naming each that failed, once both ended.
    */
-  async withdraw(): Promise<void> {
-    const steps = [
+  withdraw(): Promise<void> {
+    return allWithdrawn(this.#rankPartSteps());
+  }
+
+  #rankPartSteps(): WithdrawalStep[] {
+    return [
       { failure: 'the readiness watch did not close', ended: this.#readiness?.close() },
       { failure: 'the rank part was not withdrawn', ended: this.#publication?.withdraw() },
     ];
-    const outcomes = await Promise.allSettled(steps.map(({ ended }) => ended));
-    const failed = steps.flatMap(({ failure }, index) => {
-      const outcome = outcomes[index] as PromiseSettledResult<void>;
-      return outcome.status === 'rejected' ? [{ failure, error: outcome.reason as unknown }] : [];
-    });
-    if (failed.length > 0)
-      throw new AggregateError(
-        failed.map(({ error }) => error),
-        failed
-          .map(({ failure, error }) => `${failure}: ${error instanceof Error ? error.message : String(error)}`)
-          .join('; '),
-      );
   }
 
-  /** Gives back what a publication that failed on its own had published, every step tried whatever the others do. */
+  /**
+   * Gives back what a publication that failed on its own had published: its inventory, readiness watch and
+   * rank part, all begun at once and waited for until `transport.shutdownDeadlineMs` (the close's deadline)
+   * passes. Rejects naming each that failed or had not settled by then.
+   */
   async #withdrawAfterFailure(): Promise<void> {
-    await this.#sourceSide?.withdrawInventory().catch(() => undefined);
+    const { clock, options } = this.#deps;
+    const deadline = new AbortController();
+    const timer = clock.setTimer(
+      () => deadline.abort(new Error('the deadline passed first')),
+      options.settings.transport.shutdownDeadlineMs,
+    );
+    const steps = [
+      { failure: 'the inventory was not withdrawn', ended: this.#sourceSide?.withdrawInventory() },
+      ...this.#rankPartSteps(),
+    ];
     this.#sourceSide = undefined;
-    await this.#readiness?.close().catch(() => undefined);
     this.#readiness = undefined;
-    await this.#publication?.withdraw().catch(() => undefined);
     this.#publication = undefined;
+    try {
+      await allWithdrawn(steps, deadline.signal);
+    } finally {
+      clock.clearTimer(timer);
+    }
   }
 
   /**

@@ -534,7 +534,10 @@ export class ReuseEndpoint {
 
   /**
    * Publishes this rank's part under a lease (`startRankPublication`) and follows the worker's readiness:
-   * the endpoint is `ready` while every rank of this incarnation is published and every gate passes. A
+   * the endpoint is `ready` while every rank of this incarnation is published and every gate passes. One that
+   * fails on its own gives back what it published (inventory, readiness watch, rank part, all at once) within
+   * `transport.shutdownDeadlineMs` and rejects with its own error; when a part failed or had not settled by
+   * then, that error carries `rollbackError`, an `AggregateError` naming each. A
    * `close()` stops it at once: it rejects with `EndpointStateError` naming `closing`, and the close withdraws
    * what it published.
    */

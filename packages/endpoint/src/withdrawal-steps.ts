@@ -1,0 +1,57 @@
+// The steps of a withdrawal (readiness watch, rank part, inventory), begun at once and waited for together up to
+// a deadline: a step that hangs holds the others back no longer than that, and the failure names each step that
+// failed or had not settled.
+
+export interface WithdrawalStep {
+  /** What is left undone when it fails, in words: e.g. "the rank part was not withdrawn". */
+  readonly failure: string;
+  /** The step under way; `undefined` when there is nothing to withdraw. */
+  readonly ended: Promise<unknown> | undefined;
+}
+
+/**
+ * Resolves once every step ended well. Rejects with an `AggregateError` once every step ended and some failed,
+ * or as soon as `until` aborts with some step unsettled: its message names each step that failed and each
+ * that had not settled (`failure: why`, the abort's reason for the latter), its `errors` are theirs. The
+ * rejection at the abort happens within the abort's listener, before any other reaction to it.
+ */
+export function allWithdrawn(steps: readonly WithdrawalStep[], until?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const outcomes: (PromiseSettledResult<unknown> | undefined)[] = steps.map(() => undefined);
+    let unsettled = steps.length;
+    let done = false;
+    const finish = (): void => {
+      if (done) return;
+      done = true;
+      until?.removeEventListener('abort', finish);
+      const failed = steps.flatMap(({ failure }, index) => {
+        const outcome = outcomes[index];
+        if (outcome === undefined) return [{ failure, error: until?.reason as unknown }];
+        return outcome.status === 'rejected' ? [{ failure, error: outcome.reason as unknown }] : [];
+      });
+      if (failed.length === 0) resolve();
+      else
+        reject(
+          new AggregateError(
+            failed.map(({ error }) => error),
+            failed
+              .map(({ failure, error }) => `${failure}: ${error instanceof Error ? error.message : String(error)}`)
+              .join('; '),
+          ),
+        );
+    };
+    const settle = (index: number, outcome: PromiseSettledResult<unknown>): void => {
+      outcomes[index] = outcome;
+      unsettled -= 1;
+      if (unsettled === 0) finish();
+    };
+    steps.forEach(({ ended }, index) =>
+      Promise.resolve(ended).then(
+        (value) => settle(index, { status: 'fulfilled', value }),
+        (reason: unknown) => settle(index, { status: 'rejected', reason }),
+      ),
+    );
+    if (steps.length === 0 || until?.aborted === true) finish();
+    else until?.addEventListener('abort', finish, { once: true });
+  });
+}
