@@ -44,48 +44,82 @@ describe('ReuseEndpoint once close() is called', () => {
   );
 
   /**
-   * Closes `endpoint`, calling pull() (of `decode`'s blocks) right after the call and at every transition the
-   * close makes: each is refused with EndpointStateError naming closing, and closed once it is. Answers the
-   * states it pulled in.
+   * Closes `endpoint`, calling `operation` (with `ranks`) right after the call and at every transition the close
+   * makes: each is refused with EndpointStateError naming closing, and closed once it is. Answers the states it
+   * called it in.
    */
-  async function pullsWhileClosing(endpoint: ReuseEndpoint, decode: TestWorker): Promise<EndpointState[]> {
+  async function refusedWhileClosing(
+    endpoint: ReuseEndpoint,
+    operation: keyof typeof startedOnceClosing,
+    ranks: { reader: ReuseEndpoint; server: ReuseEndpoint; decode: TestWorker },
+  ): Promise<EndpointState[]> {
     const states: EndpointState[] = [];
     const refusals: Promise<unknown>[] = [];
-    const refusedPull = (state: EndpointState) => {
+    const refused = (state: EndpointState) => {
       states.push(state);
       const named = state === 'closed' ? 'closed' : 'closing';
-      const pulled = endpoint.pull({ hint: hintFor(decode, 4), destinationBlocks: Uint32Array.of(0, 1, 2, 3) });
+      const called = startedOnceClosing[operation](ranks);
       refusals.push(
-        expect(pulled).rejects.toThrow(new EndpointStateError('pull', named, ['ready'])),
-        expect(pulled).rejects.toBeInstanceOf(EndpointStateError),
+        expect(called).rejects.toThrow(new EndpointStateError(operation, named, ['ready'])),
+        expect(called).rejects.toBeInstanceOf(EndpointStateError),
       );
     };
-    endpoint.onTransition(({ to }) => refusedPull(to));
+    endpoint.onTransition(({ to }) => refused(to));
     const closing = endpoint.close();
-    refusedPull(endpoint.state);
+    refused(endpoint.state);
     await closing;
     await Promise.all(refusals);
     return states;
   }
 
-  it('refuses a pull() at every stage a close reaches, naming closing, then closed: nothing is pinned or posted', async () => {
-    const { store, decode, reader, pinsHeld } = await servingPair(cleanups);
-    const posted: unknown[] = [];
-    const ready = reader.endpoint;
-    ready.ledger.on('posted', (posting) => posted.push(posting));
-    expect(await pullsWhileClosing(ready, decode)).toEqual(['ready', 'draining', 'drained', 'closing', 'closed']);
+  it.each([
+    ['pull', 'reader'],
+    ['push', 'reader'],
+    ['announceInventory', 'server'],
+  ] as const)(
+    'refuses a %s() at every stage a close reaches, naming closing, then closed: nothing is pinned, posted or announced',
+    async (operation, closed) => {
+      const { store, decode, reader, pinsHeld } = await servingPair(cleanups);
+      const ranks = { reader: reader.endpoint, server: decode.ranks[1]!.endpoint, decode };
+      const posted: unknown[] = [];
+      ranks[closed].ledger.on('posted', (posting) => posted.push(posting));
+      const inventory = async () => (await store.list('kvreuse/inventory/')).entries;
+      const inventoryBefore = await inventory();
+      expect(await refusedWhileClosing(ranks[closed], operation, ranks)).toEqual([
+        'ready',
+        'draining',
+        'drained',
+        'closing',
+        'closed',
+      ]);
+      expect(posted).toEqual([]);
+      expect(pinsHeld()).toEqual([0, 0]);
+      expect(await inventory()).toEqual(inventoryBefore);
+    },
+  );
 
+  it('refuses a pull() at every stage the close of an endpoint never registered, or drained, reaches', async () => {
+    const { store, decode, reader, pinsHeld } = await servingPair(cleanups);
     const prefillRank = async (workerId: string) =>
       (await openWorker(store, { workerId, role: 'prefill', tpSize: 1 }, cleanups)).ranks[0]!.endpoint;
     const never = await prefillRank('prefill-1');
-    expect(await pullsWhileClosing(never, decode)).toEqual(['created', 'closing', 'closed']);
+    const server = decode.ranks[1]!.endpoint;
+    expect(await refusedWhileClosing(never, 'pull', { reader: never, server, decode })).toEqual([
+      'created',
+      'closing',
+      'closed',
+    ]);
     const drained = await prefillRank('prefill-2');
     await drained.register();
     await drained.publish();
     await drained.drain({ deadlineMs: 1_000 });
-    expect(await pullsWhileClosing(drained, decode)).toEqual(['drained', 'closing', 'closed']);
-    expect(posted).toEqual([]);
+    expect(await refusedWhileClosing(drained, 'pull', { reader: drained, server, decode })).toEqual([
+      'drained',
+      'closing',
+      'closed',
+    ]);
     expect(pinsHeld()).toEqual([0, 0]);
+    expect(reader.endpoint.state).toBe('ready');
   });
 
   /** A ready prefill rank of TP 1 over `store` (whose readiness watch the test may answer), and its worker. */

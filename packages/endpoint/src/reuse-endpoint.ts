@@ -373,12 +373,19 @@ export class ReuseEndpoint {
    * (`closed` once the close ended) before anything is checked, pinned or posted.
    */
   pull(request: PullRequest): Promise<PullReceipt> {
-    if (this.#closeCalled.signal.aborted) {
-      const state = this.#lifecycle.state === 'closed' ? 'closed' : 'closing';
-      return Promise.reject(new EndpointStateError('pull', state, ['ready']));
-    }
+    const refused = this.#refusalOnceClosing('pull');
+    if (refused !== undefined) return Promise.reject(refused);
     const ready = this.#lifecycle.state === 'ready';
     return this.#inFlight(this.#pullSide.pull(request, ready ? this.readyRank : undefined));
+  }
+
+  /**
+   * Once close() was called, wherever the close has got to, the refusal of `operation` (a transfer or
+   * announcement, allowed only while ready): `EndpointStateError` naming `closing`, `closed` once the close ended.
+   */
+  #refusalOnceClosing(operation: string): EndpointStateError | undefined {
+    if (!this.#closeCalled.signal.aborted) return undefined;
+    return new EndpointStateError(operation, this.#lifecycle.state === 'closed' ? 'closed' : 'closing', ['ready']);
   }
 
   #inFlight<T>(transfer: Promise<T>): Promise<T> {
@@ -403,13 +410,16 @@ export class ReuseEndpoint {
    * `workerId` that this rank pairs with (the WRITE hand-off of a prompt's KV, e.g. prefill → decode),
    * each rank pair's template registered once per destination incarnation, every post on the ledger (a
    * drain waits for the push, at most its deadline), from its own copy of the block lists. Only while
-   * ready and before `close()` (`EndpointStateError`, naming `closing` once it was called); block lists of different lengths, a block outside the banks or a
+   * ready and before `close()` (`EndpointStateError`; once `close()` was called, wherever the close has got
+   * to, it names `closing`, and `closed` once the close ended); block lists of different lengths, a block outside the banks or a
    * destination block named twice are refused before any block is written (`EndpointOptionError`);
    * `PushFailedError` when the destination is not ready or a WRITE fails;
    * `DrainingError` (`DRAINING`) for the blocks left once a drain went on without it.
    */
   async push(request: PushRequest): Promise<PushReceipt> {
-    this.#requireBeforeClose('push', ['ready']);
+    const refused = this.#refusalOnceClosing('push');
+    if (refused !== undefined) throw refused;
+    this.#lifecycle.require('push', ['ready']);
     const { registered, readiness } = this.readyRank;
     return this.#inFlight(this.#pushSide.push(request, { registered, worker: readiness.worker }));
   }
@@ -419,15 +429,18 @@ export class ReuseEndpoint {
    * for a serving rank without `serve.inventory` that retains blocks once it is ready (e.g. one rank per
    * worker, after a hand-off). The announcement lives under a lease of its own (granted once; announcements
    * made at once share it) and is withdrawn, its lease revoked, at the drain's inventory step, which waits
-   * for an announcement still in flight. Only while ready and before `close()` (`EndpointStateError`, naming
-   * `closing` once it was called). `blocks` and the options
+   * for an announcement still in flight. Only while ready and before `close()` (`EndpointStateError`; once
+   * `close()` was called, wherever the close has got to, it names `closing`, and `closed` once the close
+   * ended). `blocks` and the options
    * are read at the call: changing them while it runs changes nothing.
    */
   async announceInventory(
     blocks: readonly bigint[],
     options: { readonly tier: RetentionTier; readonly ttlMs: number },
   ): Promise<void> {
-    this.#requireBeforeClose('announceInventory', ['ready']);
+    const refused = this.#refusalOnceClosing('announceInventory');
+    if (refused !== undefined) throw refused;
+    this.#lifecycle.require('announceInventory', ['ready']);
     const { serve } = this.#options;
     if (serve === undefined || serve.inventory !== undefined)
       throw new EndpointOptionError(
@@ -644,9 +657,9 @@ export class ReuseEndpoint {
    * under way, which has no bound of its own, is stopped at once: it rejects with `EndpointStateError` naming
    * `closing`, and the close goes on from `registered`, its drain withdrawing what was published within
    * `deadlineMs` (its report names a withdrawal that did not end in time; a discovery call still answering is
-   * withdrawn once it answers). From the call on, `register()`, `publish()`, `drain()` and `pull()` are
-   * refused with `EndpointStateError` naming `closing` (a `pull()` once closed names `closed`), and so are
-   * `push()` and `announceInventory()` while the endpoint is still ready. Idempotent: later calls return the first result.
+   * withdrawn once it answers). From the call on, `register()`, `publish()`, `drain()`, `pull()`, `push()`
+   * and `announceInventory()` are refused with `EndpointStateError` naming `closing` (a `pull()`, `push()` or
+   * `announceInventory()` once closed names `closed`). Idempotent: later calls return the first result.
    * Options that are no object, or a `deadlineMs` that is not a whole number of milliseconds, at least 0, are
    * refused (`EndpointOptionError`) before anything moves.
    */
