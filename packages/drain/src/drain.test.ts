@@ -232,6 +232,45 @@ describe('DrainController', () => {
     expect(w.banks.map((bank) => bank.state)).toEqual(['returned', 'returned']);
   });
 
+  it("gives the withdrawals their step's deadline; one that rejects as its signal aborts is reported with its own error", async () => {
+    const clock = new ManualClock();
+    const w = await world({ clock });
+    const given: { deadlineAt: number; timeoutMs: number; signal: AbortSignal }[] = [];
+    const controller = new DrainController({
+      ledger: w.ledger,
+      shutdownDeadlineMs: 10_000,
+      withdrawRankParts: (deadline) => {
+        given.push(deadline);
+        return new Promise((_, reject) =>
+          deadline.signal.addEventListener('abort', () => reject(new Error('the rank part was not withdrawn'))),
+        );
+      },
+      withdrawInventory: (deadline) => {
+        given.push(deadline);
+        return new Promise(() => undefined);
+      },
+    });
+    for (const rank of w.ranks) controller.addRank(rank);
+    const draining = controller.drain({ deadlineMs: 1_000 });
+    expect(given).toMatchObject([{ deadlineAt: 250, timeoutMs: 250, signal: { aborted: false } }]);
+    clock.advance(250);
+    await nextTurn();
+    expect(given).toMatchObject([
+      { signal: { aborted: true } },
+      { deadlineAt: 250, timeoutMs: 0, signal: { aborted: false } },
+    ]);
+    clock.advance(0);
+    const report = await draining;
+    expect(stepOf(report.steps, 'withdraw-rank-parts')).toMatchObject({
+      outcome: 'failed',
+      error: 'the rank part was not withdrawn',
+    });
+    expect(stepOf(report.steps, 'withdraw-inventory')).toMatchObject({
+      outcome: 'failed',
+      error: 'the deadline passed first',
+    });
+  });
+
   it('reports pins still held, a throwing hook and a malformed outcome as failed waits, and goes on', async () => {
     const outcomes: (() => Promise<ReadersOutcome>)[] = [
       () => Promise.resolve({ released: 3, lapsed: 0, outstanding: 2 }),

@@ -19,15 +19,21 @@ import {
 import { Listeners } from './listeners.js';
 import { checkFunction, checkOptionsObject, checkRegisteredRank } from './options.js';
 
-/** What `waitForReaders` is given: how long it may wait. */
-export interface ReaderWait {
+/** What a hook the drain waits for (`waitForReaders`, the withdrawals) is given: how long it is waited for. */
+export interface StepDeadline {
   /** On the ledger's clock: the shutdown does not wait for the hook past this time. */
   readonly deadlineAt: number;
   /** The same deadline, in milliseconds from the call. */
   readonly timeoutMs: number;
-  /** Aborted when the deadline passes: stop waiting, the shutdown goes on. */
+  /**
+   * Aborted when the deadline passes: stop waiting, the shutdown goes on. A hook whose promise rejects from
+   * this abort's listener has its own error reported (naming what had not ended, say), not the deadline's.
+   */
   readonly signal: AbortSignal;
 }
+
+/** What `waitForReaders` is given: how long it may wait. */
+export type ReaderWait = StepDeadline;
 
 /** What waiting for readers found: the pins readers held on this worker's blocks when the wait began. */
 export interface ReadersOutcome {
@@ -124,10 +130,14 @@ export interface DrainControllerOptions<Request extends LedgerPostRequest> {
   /**
    * Withdraws this worker's rank parts from discovery, first thing (e.g. `withdraw()` of
    * `startRankPublication`, or `withdrawRankParts` of `@kvreuse/registry`): the worker turns not ready.
+   * Given the step's deadline: the step fails once it passes.
    */
-  readonly withdrawRankParts?: () => Promise<unknown>;
-  /** Withdraws this worker's retained inventory, right after (e.g. `InventoryPublisher.withdraw()`): routers stop choosing it. */
-  readonly withdrawInventory?: () => Promise<unknown>;
+  readonly withdrawRankParts?: (deadline: StepDeadline) => Promise<unknown>;
+  /**
+   * Withdraws this worker's retained inventory, right after (e.g. `InventoryPublisher.withdraw()`): routers stop
+   * choosing it. Given the step's deadline, as `withdrawRankParts` is.
+   */
+  readonly withdrawInventory?: (deadline: StepDeadline) => Promise<unknown>;
   /** Waits for readers' pins after the withdrawals (the endpoint supplies it); without it, nothing is waited for. */
   readonly waitForReaders?: WaitForReaders;
 }
@@ -208,8 +218,8 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
   readonly #ledger: OperationLedger<Request>;
   readonly #shutdownDeadlineMs: number;
   readonly #agent: ClosableAgent | undefined;
-  readonly #withdrawRankParts: (() => Promise<unknown>) | undefined;
-  readonly #withdrawInventory: (() => Promise<unknown>) | undefined;
+  readonly #withdrawRankParts: ((deadline: StepDeadline) => Promise<unknown>) | undefined;
+  readonly #withdrawInventory: ((deadline: StepDeadline) => Promise<unknown>) | undefined;
   readonly #waitForReaders: WaitForReaders | undefined;
   readonly #ranks: RegisteredRank[] = [];
   readonly #steps: ShutdownStepResult[] = [];
@@ -333,14 +343,14 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
       this.#runStep('withdraw-rank-parts', () => skipped('no withdrawRankParts was given'));
     else
       await this.#awaitStep('withdraw-rank-parts', () =>
-        this.#beforeDeadline(withdrawRankParts(), withdrawnBy).then(() => ok('withdrawn')),
+        this.#hookBefore(withdrawRankParts, withdrawnBy).then(() => ok('withdrawn')),
       );
     const withdrawInventory = this.#withdrawInventory;
     if (withdrawInventory === undefined)
       this.#runStep('withdraw-inventory', () => skipped('no withdrawInventory was given'));
     else
       await this.#awaitStep('withdraw-inventory', () =>
-        this.#beforeDeadline(withdrawInventory(), withdrawnBy).then(() => ok('withdrawn')),
+        this.#hookBefore(withdrawInventory, withdrawnBy).then(() => ok('withdrawn')),
       );
     let readers: ReadersOutcome | undefined;
     const waitForReaders = this.#waitForReaders;
@@ -441,13 +451,7 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
 
   /** Calls the readers' hook with its deadline, aborts its signal then, and checks what it resolved with. */
   async #waitFor(waitForReaders: WaitForReaders, deadlineAt: number): Promise<ReadersOutcome> {
-    const abort = new AbortController();
-    const timeoutMs = Math.max(0, deadlineAt - this.#ledger.clock.now());
-    const value: unknown = await this.#beforeDeadline(
-      waitForReaders({ deadlineAt, timeoutMs, signal: abort.signal }),
-      deadlineAt,
-      abort,
-    );
+    const value: unknown = await this.#hookBefore(waitForReaders, deadlineAt);
     const outcome = readersOutcomeOf(value);
     if (outcome === undefined)
       throw new Error(
@@ -456,8 +460,18 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
     return outcome;
   }
 
-  /** Settles like `work`, or rejects once the deadline passes first (aborting `abort`). */
-  async #beforeDeadline<Value>(work: Promise<Value>, deadlineAt: number, abort?: AbortController): Promise<Value> {
+  /** Calls `hook` with its deadline and settles like it, or rejects once the deadline passes first (aborting its signal). */
+  #hookBefore<Value>(hook: (deadline: StepDeadline) => Promise<Value>, deadlineAt: number): Promise<Value> {
+    const abort = new AbortController();
+    const timeoutMs = Math.max(0, deadlineAt - this.#ledger.clock.now());
+    return this.#beforeDeadline(hook({ deadlineAt, timeoutMs, signal: abort.signal }), deadlineAt, abort);
+  }
+
+  /**
+   * Settles like `work`, or rejects once the deadline passes first (aborting `abort` first: a `work` that
+   * rejects from the abort's listener settles it with its own error).
+   */
+  async #beforeDeadline<Value>(work: Promise<Value>, deadlineAt: number, abort: AbortController): Promise<Value> {
     const clock = this.#ledger.clock;
     let timer: unknown;
     try {
@@ -467,7 +481,7 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
           timer = clock.setTimer(
             () => {
               const error = new Error('the deadline passed first');
-              abort?.abort(error);
+              abort.abort(error);
               reject(error);
             },
             Math.max(0, deadlineAt - clock.now()),

@@ -53,6 +53,7 @@ export {
   type ShutdownStep,
   type ShutdownStepOutcome,
   type ShutdownStepResult,
+  type StepDeadline,
   type WaitForReaders,
 } from './drain.js';
 export { shutdownOnSignals, type ShutdownSignalOptions, type SignalTarget } from './signals.js';

@@ -137,34 +137,68 @@ describe('ReuseEndpoint once close() is called', () => {
       return { prefix: watch.prefix, revision: watch.revision, close: () => close(watch) };
     };
 
-  it("withdraws the rank part although the readiness watch's close never settles, and reports the step that did not end by the deadline", async () => {
-    const store = new MemoryDiscoveryStore();
-    cleanups.push(() => store.close());
-    const watchClose = deferred<() => Promise<void>>();
-    // The readiness watch (this rank's only one) never answers its close; the store's own watch is closed at the end.
-    const held = storeWith(store, {
-      watch: watchClosedBy(store, (watch) => {
-        watchClose.resolve(() => watch.close());
-        return new Promise<void>(() => undefined);
-      }),
-    });
-    const { worker, endpoint } = await readyPrefill(held);
-    expect(endpoint.state).toBe('ready');
-    expect(await publishedKeys(store)).toHaveLength(1);
-    const closing = endpoint.close({ deadlineMs: 1_000 });
-    const closeWatch = await watchClose.promise;
-    await nextTurn();
-    const publishedBeforeTheDeadline = await publishedKeys(store);
-    worker.clock.advance(1_000);
-    const closed = await closing;
-    expect(publishedBeforeTheDeadline).toEqual([]);
-    expect(closed.report.steps.find(({ step }) => step === 'withdraw-rank-parts')).toMatchObject({
-      outcome: 'failed',
-      error: 'the deadline passed first',
-    });
-    expect(closed).toMatchObject({ agentDestroyed: true, banksRetained: [] });
-    await closeWatch();
+  /** `store`, each deletion of a whole commit (the rank part's withdrawal) answered by `commit`. */
+  const deletionsBy = (
+    store: MemoryDiscoveryStore,
+    commit: (...args: Parameters<MemoryDiscoveryStore['commit']>) => ReturnType<MemoryDiscoveryStore['commit']>,
+  ) => ({
+    commit: (...args: Parameters<MemoryDiscoveryStore['commit']>) =>
+      args[0].every(({ type }) => type === 'delete') ? commit(...args) : store.commit(...args),
   });
+
+  it.each([
+    {
+      hanging: "the readiness watch's close",
+      named: 'the readiness watch did not close: the deadline passed first',
+      publishedAtTheDeadline: 0,
+      // The readiness watch (this rank's only one) never answers its close; the store's own watch is closed at the end.
+      hang: (store: MemoryDiscoveryStore, began: (finish: () => Promise<unknown>) => void) => ({
+        watch: watchClosedBy(store, (watch) => {
+          began(() => watch.close());
+          return new Promise<void>(() => undefined);
+        }),
+      }),
+    },
+    {
+      hanging: "the rank part's withdrawal",
+      named: 'the rank part was not withdrawn: the deadline passed first',
+      publishedAtTheDeadline: 1,
+      // The rank part's deletion is held; it is made once the test is over, so that its lease is revoked.
+      hang: (store: MemoryDiscoveryStore, began: (finish: () => Promise<unknown>) => void) =>
+        deletionsBy(store, (...args) => {
+          const answer = deferred<void>();
+          began(async () => answer.resolve());
+          return answer.promise.then(() => store.commit(...args));
+        }),
+    },
+  ])(
+    "withdraws the rest although $hanging never settles, and the step's report names it once the deadline passed",
+    async ({ hang, named, publishedAtTheDeadline }) => {
+      const store = new MemoryDiscoveryStore();
+      cleanups.push(() => store.close());
+      const hung = deferred<() => Promise<unknown>>();
+      const held = storeWith(
+        store,
+        hang(store, (finish) => hung.resolve(finish)),
+      );
+      const { worker, endpoint } = await readyPrefill(held);
+      expect(endpoint.state).toBe('ready');
+      expect(await publishedKeys(store)).toHaveLength(1);
+      const closing = endpoint.close({ deadlineMs: 1_000 });
+      const finish = await hung.promise;
+      // The other part's withdrawal, all in this process, ends before the deadline is forced.
+      await nextTurn();
+      expect(await publishedKeys(store)).toHaveLength(publishedAtTheDeadline);
+      worker.clock.advance(1_000);
+      const closed = await closing;
+      expect(closed.report.steps.find(({ step }) => step === 'withdraw-rank-parts')).toMatchObject({
+        outcome: 'failed',
+        error: named,
+      });
+      expect(closed).toMatchObject({ agentDestroyed: true, banksRetained: [] });
+      await finish();
+    },
+  );
 
   it("reports the readiness watch's close and the rank part's withdrawal each when both fail", async () => {
     const store = new MemoryDiscoveryStore();
@@ -174,10 +208,7 @@ describe('ReuseEndpoint once close() is called', () => {
         await watch.close();
         throw new Error('watch close lost');
       }),
-      commit: (operations, options) =>
-        operations.every(({ type }) => type === 'delete')
-          ? Promise.reject(new Error('store is down'))
-          : store.commit(operations, options),
+      ...deletionsBy(store, () => Promise.reject(new Error('store is down'))),
       revokeLease: () => Promise.reject(new Error('lease revoke lost')),
     });
     const { endpoint } = await readyPrefill(held);

@@ -116,11 +116,12 @@ export class EndpointPublication {
 
   /**
    * The drain's rank-part step: closes the readiness watch and withdraws the rank part, both begun at once so
-   * that one that hangs holds the other back no longer than the drain's deadline for the step. Rejects
-   * naming each that failed, once both ended.
+   * that one that hangs holds the other back no longer than the drain's deadline for the step (`until`
+   * aborts then). Rejects naming each that failed once both ended, or each that failed or had not settled
+   * when `until` aborted.
    */
-  withdraw(): Promise<void> {
-    return allWithdrawn(this.#rankPartSteps());
+  withdraw(until: AbortSignal): Promise<void> {
+    return allWithdrawn(this.#rankPartSteps(), until);
   }
 
   #rankPartSteps(): WithdrawalStep[] {

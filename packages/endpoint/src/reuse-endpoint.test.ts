@@ -451,7 +451,7 @@ describe('ReuseEndpoint', () => {
     await refused;
     expect(closed.report.steps.find(({ step }) => step === 'withdraw-rank-parts')).toMatchObject({
       outcome: 'failed',
-      error: 'the deadline passed first',
+      error: 'the rank part was not withdrawn: the deadline passed first',
     });
     expect(closed).toMatchObject({ agentDestroyed: true, banksRetained: [] });
     expect(closed.report.banksReturned).toHaveLength(56);

@@ -212,7 +212,7 @@ export class ReuseEndpoint {
       ledger: this.ledger,
       shutdownDeadlineMs: own.settings.transport.shutdownDeadlineMs,
       agent: own.agent,
-      withdrawRankParts: () => this.#publication.withdraw(),
+      withdrawRankParts: ({ signal }) => this.#publication.withdraw(signal),
       ...(own.serve === undefined && withdrawInventory === undefined
         ? {}
         : {
@@ -594,7 +594,8 @@ export class ReuseEndpoint {
   /**
    * Drains this rank, source side first: waits for its pulls and pushes in flight and the pins its own
    * pulls release (`pinsReleased()`), withdraws its part (the worker turns not ready; its readiness watch is
-   * closed at the same time, and the step's report names each of the two that failed) and its inventory,
+   * closed at the same time, and the step's report names each of the two that failed or had not settled by
+   * the step's deadline) and its inventory,
    * waits for readers' pins, stops intake, waits for its own operations (cancelling, then quarantining,
    * those that outlive the deadline), deregisters and hands banks back, all within one `deadlineMs`. Once
    * only. Options that are no object, or a `deadlineMs` that is not a whole number of milliseconds, at

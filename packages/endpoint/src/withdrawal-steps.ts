@@ -13,9 +13,10 @@ export interface WithdrawalStep {
  * Resolves once every step ended well. Rejects with an `AggregateError` once every step ended and some failed,
  * or as soon as `until` aborts with some step unsettled: its message names each step that failed and each
  * that had not settled (`failure: why`, the abort's reason for the latter), its `errors` are theirs. The
- * rejection at the abort happens within the abort's listener, before any other reaction to it.
+ * rejection at the abort happens within the abort's listener, so that a drain racing this promise against
+ * the same deadline reports it rather than its own.
  */
-export function allWithdrawn(steps: readonly WithdrawalStep[], until?: AbortSignal): Promise<void> {
+export function allWithdrawn(steps: readonly WithdrawalStep[], until: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     const outcomes: (PromiseSettledResult<unknown> | undefined)[] = steps.map(() => undefined);
     let unsettled = steps.length;
@@ -23,10 +24,10 @@ export function allWithdrawn(steps: readonly WithdrawalStep[], until?: AbortSign
     const finish = (): void => {
       if (done) return;
       done = true;
-      until?.removeEventListener('abort', finish);
+      until.removeEventListener('abort', finish);
       const failed = steps.flatMap(({ failure }, index) => {
         const outcome = outcomes[index];
-        if (outcome === undefined) return [{ failure, error: until?.reason as unknown }];
+        if (outcome === undefined) return [{ failure, error: until.reason as unknown }];
         return outcome.status === 'rejected' ? [{ failure, error: outcome.reason as unknown }] : [];
       });
       if (failed.length === 0) resolve();
@@ -51,7 +52,7 @@ export function allWithdrawn(steps: readonly WithdrawalStep[], until?: AbortSign
         (reason: unknown) => settle(index, { status: 'rejected', reason }),
       ),
     );
-    if (steps.length === 0 || until?.aborted === true) finish();
-    else until?.addEventListener('abort', finish, { once: true });
+    if (steps.length === 0 || until.aborted) finish();
+    else until.addEventListener('abort', finish, { once: true });
   });
 }
