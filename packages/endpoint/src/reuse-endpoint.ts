@@ -456,12 +456,12 @@ export class ReuseEndpoint {
     await (this.#publication.sourceSide as SourceSide).announce(blocks, options);
   }
 
-  /** The pin server, once a serving rank is published. */
   /** Pin messages this rank's agent refused (its pin client's and its pin server's), by reason. */
   get refusedPinMessages(): Readonly<Record<PinMessageRefusal, number>> {
     return this.#pinChannel.refusedMessages;
   }
 
+  /** The pin server, once a serving rank is published. */
   get pinServer(): PinServer | undefined {
     return this.#publication.sourceSide?.server;
   }
