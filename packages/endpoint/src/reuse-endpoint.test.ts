@@ -1,4 +1,6 @@
 import { createServer, type Server } from 'node:http';
+import { ManualClock } from '../test/support/manual-clock.js';
+import { nextTurn } from '../test/support/next-turn.js';
 import { defaultSettings } from '../test/support/settings.js';
 import { publishedKeys, storeWith } from '../test/support/discovery-stores.js';
 import { type Geometry, layoutRankBanks, referenceGeometries } from '@kvreuse/descriptors';
@@ -40,7 +42,13 @@ const worker = (incarnation = 'inc-1'): WorkerIdentity => ({
 async function rankEndpoint(
   store: MemoryDiscoveryStore,
   tpRank: number,
-  extra: { metrics?: EndpointMetrics; incarnation?: string; metricsPort?: number; geometry?: Geometry } = {},
+  extra: {
+    metrics?: EndpointMetrics;
+    incarnation?: string;
+    metricsPort?: number;
+    geometry?: Geometry;
+    clock?: ManualClock;
+  } = {},
 ): Promise<{
   endpoint: ReuseEndpoint;
   agent: Agent;
@@ -75,6 +83,7 @@ async function rankEndpoint(
     banks,
     settings: rankSettings,
     ...(extra.metrics === undefined ? {} : { metrics: extra.metrics }),
+    ...(extra.clock === undefined ? {} : { clock: extra.clock }),
   };
   const endpoint = new ReuseEndpoint(options);
   const transitions: EndpointTransition[] = [];
@@ -424,6 +433,7 @@ describe('ReuseEndpoint', () => {
     const store = openStore();
     const watchAsked = deferred<void>();
     const watchAnswer = deferred<void>();
+    const deleteAsked = deferred<void>();
     const deleteAnswer = deferred<void>();
     const deleted = deferred<void>();
     // The readiness watch and the rank part's deletion are answered only once the test says so.
@@ -435,19 +445,26 @@ describe('ReuseEndpoint', () => {
       },
       commit: async (...args) => {
         if (!args[0].every(({ type }) => type === 'delete')) return store.commit(...args);
+        deleteAsked.resolve();
         await deleteAnswer.promise;
         const revision = await store.commit(...args);
         deleted.resolve();
         return revision;
       },
     });
-    const { endpoint } = await rankEndpoint(held, 0);
+    const clock = new ManualClock();
+    const { endpoint } = await rankEndpoint(held, 0, { clock });
     await endpoint.register();
     const refused = expect(endpoint.publish()).rejects.toThrow(
       new EndpointStateError('publish', 'closing', ['registered']),
     );
     await watchAsked.promise;
-    const closed = await endpoint.close({ deadlineMs: 20 });
+    const closing = endpoint.close({ deadlineMs: 20 });
+    await deleteAsked.promise;
+    // What else the withdrawal step runs, all in this process, ends before the deadline is forced.
+    await nextTurn();
+    clock.advance(20);
+    const closed = await closing;
     await refused;
     expect(closed.report.steps.find(({ step }) => step === 'withdraw-rank-parts')).toMatchObject({
       outcome: 'failed',
