@@ -12,7 +12,7 @@ import { BlockPool } from './block-pool.js';
 import { deferred } from './deferred.js';
 import { EndpointOptionError, MetricsPortError } from './errors.js';
 import { EndpointNotReadyError, EndpointStateError } from './lifecycle.js';
-import type { EndpointTransition } from './lifecycle.js';
+import type { EndpointState, EndpointTransition } from './lifecycle.js';
 import { EndpointMetrics } from './metrics.js';
 import type { ReuseEndpointOptions } from './endpoint-options.js';
 import { ReuseEndpoint } from './reuse-endpoint.js';
@@ -479,6 +479,44 @@ describe('ReuseEndpoint', () => {
     expect(await publishedKeys(store)).toEqual([]);
   });
 
+  it.each([
+    ['register', ['created']],
+    ['publish', ['registered']],
+    ['drain', ['registered', 'published', 'ready']],
+  ] as const)(
+    'refuses %s() at every stage the close of a registered endpoint reaches, naming closing, then closed',
+    async (operation, allowed) => {
+      const store = openStore();
+      const { endpoint, transitions } = await rankEndpoint(store, 0);
+      await endpoint.register();
+      const call = {
+        register: () => endpoint.register(),
+        publish: () => endpoint.publish(),
+        drain: () => endpoint.drain({ deadlineMs: 1_000 }),
+      }[operation];
+      const states: EndpointState[] = [];
+      const refusals: Promise<unknown>[] = [];
+      const refused = (state: EndpointState) => {
+        states.push(state);
+        const called = call();
+        refusals.push(
+          expect(called).rejects.toThrow(
+            new EndpointStateError(operation, state === 'closed' ? 'closed' : 'closing', allowed),
+          ),
+          expect(called).rejects.toBeInstanceOf(EndpointStateError),
+        );
+      };
+      endpoint.onTransition(({ to }) => refused(to));
+      const closing = endpoint.close();
+      refused(endpoint.state);
+      expect((await closing).report.banksReturned).toHaveLength(56);
+      await Promise.all(refusals);
+      expect(states).toEqual(['registered', 'draining', 'drained', 'closing', 'closed']);
+      expect(transitions.map(({ to }) => to)).toEqual(registeredThenClosed);
+      expect(await publishedKeys(store)).toEqual([]);
+    },
+  );
+
   it('close() while draining: waits for the drain to end, then closes', async () => {
     const store = openStore();
     const { endpoint, transitions } = await rankEndpoint(store, 0);
@@ -515,7 +553,7 @@ describe('ReuseEndpoint', () => {
     await endpoint.close();
     expect(() => endpoint.close()).not.toThrow();
     await expect(endpoint.drain({ deadlineMs: 1_000 })).rejects.toThrow(
-      'drain is not allowed while the endpoint is closed',
+      new EndpointStateError('drain', 'closed', ['registered', 'published', 'ready']),
     );
   });
 

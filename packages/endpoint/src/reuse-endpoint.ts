@@ -373,19 +373,19 @@ export class ReuseEndpoint {
    * (`closed` once the close ended) before anything is checked, pinned or posted.
    */
   pull(request: PullRequest): Promise<PullReceipt> {
-    const refused = this.#refusalOnceClosing('pull');
+    const refused = this.#refusalOnceClosing('pull', ['ready']);
     if (refused !== undefined) return Promise.reject(refused);
     const ready = this.#lifecycle.state === 'ready';
     return this.#inFlight(this.#pullSide.pull(request, ready ? this.readyRank : undefined));
   }
 
   /**
-   * Once close() was called, wherever the close has got to, the refusal of `operation` (a transfer or
-   * announcement, allowed only while ready): `EndpointStateError` naming `closing`, `closed` once the close ended.
+   * Once close() was called, wherever the close has got to, the refusal of `operation` (allowed only in
+   * `allowed`): `EndpointStateError` naming `closing`, `closed` once the close ended.
    */
-  #refusalOnceClosing(operation: string): EndpointStateError | undefined {
+  #refusalOnceClosing(operation: string, allowed: readonly EndpointState[]): EndpointStateError | undefined {
     if (!this.#closeCalled.signal.aborted) return undefined;
-    return new EndpointStateError(operation, this.#lifecycle.state === 'closed' ? 'closed' : 'closing', ['ready']);
+    return new EndpointStateError(operation, this.#lifecycle.state === 'closed' ? 'closed' : 'closing', allowed);
   }
 
   #inFlight<T>(transfer: Promise<T>): Promise<T> {
@@ -417,9 +417,7 @@ export class ReuseEndpoint {
    * `DrainingError` (`DRAINING`) for the blocks left once a drain went on without it.
    */
   async push(request: PushRequest): Promise<PushReceipt> {
-    const refused = this.#refusalOnceClosing('push');
-    if (refused !== undefined) throw refused;
-    this.#lifecycle.require('push', ['ready']);
+    this.#requireBeforeClose('push', ['ready']);
     const { registered, readiness } = this.readyRank;
     return this.#inFlight(this.#pushSide.push(request, { registered, worker: readiness.worker }));
   }
@@ -438,9 +436,7 @@ export class ReuseEndpoint {
     blocks: readonly bigint[],
     options: { readonly tier: RetentionTier; readonly ttlMs: number },
   ): Promise<void> {
-    const refused = this.#refusalOnceClosing('announceInventory');
-    if (refused !== undefined) throw refused;
-    this.#lifecycle.require('announceInventory', ['ready']);
+    this.#requireBeforeClose('announceInventory', ['ready']);
     const { serve } = this.#options;
     if (serve === undefined || serve.inventory !== undefined)
       throw new EndpointOptionError(
@@ -526,11 +522,13 @@ export class ReuseEndpoint {
 
   /**
    * `EndpointStateError` unless the endpoint is in one of `allowed` and no close() was called: once one was, the
-   * error names `closing`, although the close may still be waiting for what is under way before it moves.
+   * error names `closing` whatever stage the close has reached (it may still be waiting for what is under way
+   * before it moves), and `closed` once it ended.
    */
   #requireBeforeClose(operation: string, allowed: readonly EndpointState[]): void {
+    const refused = this.#refusalOnceClosing(operation, allowed);
+    if (refused !== undefined) throw refused;
     this.#lifecycle.require(operation, allowed);
-    if (this.#closeCalled.signal.aborted) throw new EndpointStateError(operation, 'closing', allowed);
   }
 
   /** Runs `act` (a register, publish or drain, from its first move on), marking it as the act a close() waits for. */
@@ -659,8 +657,8 @@ export class ReuseEndpoint {
    * `closing`, and the close goes on from `registered`, its drain withdrawing what was published within
    * `deadlineMs` (its report names a withdrawal that did not end in time; a discovery call still answering is
    * withdrawn once it answers). From the call on, `register()`, `publish()`, `drain()`, `pull()`, `push()`
-   * and `announceInventory()` are refused with `EndpointStateError` naming `closing` (a `pull()`, `push()` or
-   * `announceInventory()` once closed names `closed`). Idempotent: later calls return the first result.
+   * and `announceInventory()` are refused with `EndpointStateError` naming `closing`, whatever stage the close
+   * has reached, and `closed` once it ended. Idempotent: later calls return the first result.
    * Options that are no object, or a `deadlineMs` that is not a whole number of milliseconds, at least 0, are
    * refused (`EndpointOptionError`) before anything moves.
    */
