@@ -13,6 +13,7 @@ import { buildRankPart, type RegisteredRank, transportMetadataOf } from '@kvreus
 import { unlessAborted } from './abortable.js';
 import type { RankBankBytes } from './block-checksum.js';
 import type { ReuseEndpointOptions } from './endpoint-options.js';
+import { EndpointError } from './errors.js';
 import { EndpointStateError } from './lifecycle.js';
 import type { NotificationRouter } from './notification-router.js';
 import type { PeerTemplates } from './peer-templates.js';
@@ -33,6 +34,23 @@ export interface EndpointPublicationOptions {
   readonly clock: Clock;
   /** Told each readiness the watch sees. */
   readonly onReadiness: (readiness: WorkerReadiness) => void;
+}
+
+/**
+ * A publication that failed on its own (`cause`, its own error) and could not give back all it had published
+ * within `transport.shutdownDeadlineMs`: `rollbackError` names each part that failed or had not settled by then.
+ */
+export class PublicationRollbackError extends EndpointError {
+  readonly code = 'PUBLICATION_NOT_ROLLED_BACK';
+  constructor(
+    cause: unknown,
+    readonly rollbackError: AggregateError,
+  ) {
+    super(
+      `the publication failed (${cause instanceof Error ? cause.message : String(cause)}) and was not all given back: ${rollbackError.message}`,
+      { cause },
+    );
+  }
 }
 
 export class EndpointPublication {
@@ -64,8 +82,8 @@ export class EndpointPublication {
   /**
    * Publishes the rank part of `registered` under a lease, watches the worker's readiness and, for a serving
    * rank, serves. A failure on its own gives back what was published, within `transport.shutdownDeadlineMs`,
-   * and rejects with its own error, carrying `rollbackError` (an `AggregateError` naming each part that failed
-   * or had not settled by then) when some part was not given back; one that a close stopped
+   * and rejects with its own error, or with `PublicationRollbackError` (its error the cause) when some part
+   * failed or had not settled by then; one that a close stopped
    * (`EndpointStateError` naming `closing`) leaves it for the close's drain.
    */
   async publish(registered: RegisteredRank): Promise<void> {
@@ -105,11 +123,12 @@ export class EndpointPublication {
       this.#stopServing?.();
       // Stopped by a close: the close's drain withdraws what was published, within the close's deadline,
       // and its report names what it could not withdraw.
-      if (!closeCalled.aborted)
-        await this.#withdrawAfterFailure().catch((rollbackError: unknown) => {
-          if (typeof error === 'object' && error !== null && Object.isExtensible(error))
-            Object.assign(error, { rollbackError });
-        });
+      if (closeCalled.aborted) throw error;
+      try {
+        await this.#withdrawAfterFailure();
+      } catch (rollbackError) {
+        throw new PublicationRollbackError(error, rollbackError as AggregateError);
+      }
       throw error;
     }
   }
@@ -134,7 +153,7 @@ export class EndpointPublication {
   /**
    * Gives back what a publication that failed on its own had published: its inventory, readiness watch and
    * rank part, all begun at once and waited for until `transport.shutdownDeadlineMs` (the close's deadline)
-   * passes. Rejects naming each that failed or had not settled by then.
+   * passes. Rejects with an `AggregateError` naming each that failed or had not settled by then.
    */
   async #withdrawAfterFailure(): Promise<void> {
     const { clock, options } = this.#deps;

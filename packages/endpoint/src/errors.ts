@@ -19,6 +19,7 @@ export type EndpointErrorCode =
   | 'PULL_SHORTFALL'
   | 'PULL_REFUSED'
   | 'PUSH_FAILED'
+  | 'PUBLICATION_NOT_ROLLED_BACK'
   | 'UNKNOWN_READER';
 
 export abstract class EndpointError extends KvreuseError<EndpointErrorCode> {}

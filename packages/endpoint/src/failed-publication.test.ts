@@ -8,6 +8,7 @@ import { openWorker } from '../test/support/endpoint-workers.js';
 import { nextTurn } from '../test/support/next-turn.js';
 import { defaultSettings } from '../test/support/settings.js';
 import { deferred } from './deferred.js';
+import { PublicationRollbackError } from './endpoint-publication.js';
 import { SourceSide } from './source-side.js';
 
 const cleanups = cleanupsAfterEach();
@@ -45,8 +46,21 @@ const hangs = {
 } as const;
 
 describe('ReuseEndpoint.publish() failing on its own', () => {
+  it('rejects with its own error once all it published is given back', async () => {
+    const store = new MemoryDiscoveryStore();
+    cleanups.push(() => store.close());
+    const worker = await openWorker(store, { workerId: 'decode-0', role: 'decode', tpSize: 1, serve: true }, cleanups);
+    const { endpoint } = worker.ranks[0]!;
+    const failure = new Error('inventory store is down');
+    vi.spyOn(SourceSide.prototype, 'publishInventory').mockRejectedValueOnce(failure);
+    await endpoint.register();
+    await expect(endpoint.publish()).rejects.toBe(failure);
+    expect(endpoint.state).toBe('registered');
+    expect(await publishedKeys(store)).toEqual([]);
+  });
+
   it.each(Object.keys(hangs) as (keyof typeof hangs)[])(
-    'rejects with its own error once transport.shutdownDeadlineMs passed although %s never settles, its rollbackError naming it; the rest is withdrawn',
+    'rejects with PublicationRollbackError, its own (frozen) error the cause, once transport.shutdownDeadlineMs passed although %s never settles, its rollbackError naming it; the rest is withdrawn',
     async (hanging) => {
       const store = new MemoryDiscoveryStore();
       cleanups.push(() => store.close());
@@ -63,7 +77,8 @@ describe('ReuseEndpoint.publish() failing on its own', () => {
       );
       const worker = await openWorker(held, { workerId: 'decode-0', role: 'decode', tpSize: 1, serve: true }, cleanups);
       const { endpoint } = worker.ranks[0]!;
-      const failure = new Error('inventory store is down');
+      // Frozen: nothing can be added to it, and nothing is lost for that.
+      const failure = Object.freeze(new Error('inventory store is down'));
       vi.spyOn(SourceSide.prototype, 'publishInventory').mockRejectedValueOnce(failure);
       await endpoint.register();
       const rejected = endpoint.publish().then(
@@ -76,10 +91,17 @@ describe('ReuseEndpoint.publish() failing on its own', () => {
       await nextTurn();
       worker.clock.advance(defaultSettings.transport.shutdownDeadlineMs);
       const error = await rejected;
-      expect(error).toBe(failure);
-      const { rollbackError } = error as { rollbackError?: unknown };
-      expect(rollbackError).toBeInstanceOf(AggregateError);
-      expect(rollbackError).toEqual(new AggregateError([new Error('the deadline passed first')], hangs[hanging].named));
+      expect(error).toBeInstanceOf(PublicationRollbackError);
+      const rollbackError = new AggregateError([new Error('the deadline passed first')], hangs[hanging].named);
+      expect(error).toEqual(new PublicationRollbackError(failure, rollbackError));
+      expect(error).toMatchObject({
+        code: 'PUBLICATION_NOT_ROLLED_BACK',
+        message: `the publication failed (inventory store is down) and was not all given back: ${hangs[hanging].named}`,
+      });
+      const { cause, rollbackError: carried } = error as PublicationRollbackError;
+      expect(cause).toBe(failure);
+      expect(carried).toBeInstanceOf(AggregateError);
+      expect(carried).toEqual(rollbackError);
       expect(endpoint.state).toBe('registered');
       expect(await publishedKeys(store)).toEqual([]);
     },

@@ -45,6 +45,7 @@ export {
   type ReadyRank,
   ReuseEndpoint,
 } from './reuse-endpoint.js';
+export { PublicationRollbackError } from './endpoint-publication.js';
 export type { ReuseEndpointOptions } from './endpoint-options.js';
 export type { ServeOptions } from './source-side.js';
 export { PushFailedError, type PushReceipt, type PushRequest } from './push-side.js';

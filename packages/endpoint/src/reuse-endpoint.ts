@@ -548,7 +548,7 @@ export class ReuseEndpoint {
    * the endpoint is `ready` while every rank of this incarnation is published and every gate passes. One that
    * fails on its own gives back what it published (inventory, readiness watch, rank part, all at once) within
    * `transport.shutdownDeadlineMs` and rejects with its own error; when a part failed or had not settled by
-   * then, that error carries `rollbackError`, an `AggregateError` naming each. A
+   * then, with `PublicationRollbackError` instead, its own error the `cause`, `rollbackError` naming each. A
    * `close()` stops it at once: it rejects with `EndpointStateError` naming `closing`, and the close withdraws
    * what it published.
    */
