@@ -1,13 +1,11 @@
 import { isSettingsError, type SettingsError } from '@kvreuse/config';
+import { messageOf } from '@kvreuse/errors';
 
 /** Every problem a settings error lists, one per line (`router.x = 0 in file k.yaml:3: …`). */
 export function problemLines(error: SettingsError): string[] {
   const [head = '', ...items] = error.message.split('\n');
   return items.length === 0 ? [head] : items.map((item) => item.replace(/^\s*- /, ''));
 }
-
-/** An error's message, or what was thrown in words where it is not an Error. */
-export const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error));
 
 /** The frames of a stack: its lines after the message that it repeats. */
 function frames(error: Error): string[] {

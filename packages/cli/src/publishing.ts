@@ -1,6 +1,6 @@
 import { type ClusterSecret, type DiscoveryStore, openClusterSecret, SqliteDiscoveryStore } from '@kvreuse/discovery';
+import { messageOf } from '@kvreuse/errors';
 import { checkSqlitePath, openDiscoveryFile } from './discovery.js';
-import { messageOf } from './error-text.js';
 import { UsageError } from './errors.js';
 import type { Settings } from './settings/all-settings.js';
 

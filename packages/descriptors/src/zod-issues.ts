@@ -1,3 +1,4 @@
+import { messageOf } from '@kvreuse/errors';
 import type { z } from 'zod';
 import type { FieldIssue } from './field-issue.js';
 
@@ -49,7 +50,7 @@ function unreadablePath(value: unknown, path: readonly PropertyKey[], seen: Set<
  * the field that throws when reading the input again finds it, else the root.
  */
 export function unreadableInput(error: unknown, input: unknown): FieldIssue {
-  const reason = error instanceof Error ? error.message : String(error);
+  const reason = messageOf(error);
   const path = unreadablePath(input, [], new Set());
   return { field: fieldPath(path ?? []), value: undefined, rule: `could not be read: ${reason}` };
 }

@@ -1,4 +1,5 @@
 import type { RankPart } from '@kvreuse/descriptors';
+import { messageOf } from '@kvreuse/errors';
 import { maxLeaseTtlMs } from './common.js';
 import { DiscoveryLeaseError, RankPartPublicationError, SupersededError } from './errors.js';
 import { assertNewestEpoch, claimIncarnationEpoch, type IncarnationEpoch } from './incarnation-epoch.js';
@@ -113,9 +114,7 @@ function tell<E extends Error>(
   try {
     (options[callback] as ((error: E) => void) | undefined)?.(error);
   } catch (thrown) {
-    process.emitWarning(
-      `discovery: a rank publication's ${callback} callback threw: ${thrown instanceof Error ? thrown.message : String(thrown)}`,
-    );
+    process.emitWarning(`discovery: a rank publication's ${callback} callback threw: ${messageOf(thrown)}`);
   }
 }
 

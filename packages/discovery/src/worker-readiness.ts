@@ -1,4 +1,5 @@
 import { assembleWorker, type RankId, type RankPart, type Worker } from '@kvreuse/descriptors';
+import { messageOf } from '@kvreuse/errors';
 import { entryText } from './common.js';
 import type { DiscoveryEntry, DiscoveryStore, DiscoveryWatch, WatchNotice } from './types.js';
 import type { RankPartRefusedError } from './errors.js';
@@ -355,7 +356,7 @@ class ReadinessTracker implements WorkerReadinessWatch {
         const verdict = await gate.evaluate(assembled.worker);
         if (!verdict.pass) reason = verdict.reason;
       } catch (error) {
-        reason = `the gate threw: ${error instanceof Error ? error.message : String(error)}`;
+        reason = `the gate threw: ${messageOf(error)}`;
       }
       if (reason !== undefined)
         failures.push({ kind: 'gate', gate: gate.name, message: `gate ${gate.name} refused: ${reason}` });

@@ -1,4 +1,4 @@
-import { describeValue } from '@kvreuse/errors';
+import { describeValue, messageOf } from '@kvreuse/errors';
 import {
   type Bank,
   type BankLabel,
@@ -170,10 +170,6 @@ function checkHook<Hook>(option: string, value: Hook | undefined): Hook | undefi
   if (value !== undefined && typeof value !== 'function')
     throw new InvalidDrainOptionError(option, value, 'must be a function when given');
   return value;
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }
 
 function isCount(value: unknown): value is number {

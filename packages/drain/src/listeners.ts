@@ -1,3 +1,5 @@
+import { messageOf } from '@kvreuse/errors';
+
 type Listener = (...args: never[]) => void;
 
 /** A typed listener list per event name; a throwing listener does not stop the others. */
@@ -22,9 +24,7 @@ export class Listeners<Events extends { [Event in keyof Events]: Listener }> {
       try {
         (listener as (...values: Parameters<Events[Event]>) => void)(...args);
       } catch (error) {
-        process.emitWarning(
-          `drain: a "${String(event)}" listener threw: ${error instanceof Error ? error.message : String(error)}`,
-        );
+        process.emitWarning(`drain: a "${String(event)}" listener threw: ${messageOf(error)}`);
       }
     }
   }

@@ -1,6 +1,7 @@
 // A transfer's block lists checked against its template before anything moves: pushes and pulls post a
 // block or a pair at a time, and a bad block found at its turn would leave the work before it done.
 import { BlockOutOfRangeError, prepareTransfer, type TransferTemplate } from '@kvreuse/descriptors';
+import { messageOf } from '@kvreuse/errors';
 import { EndpointOptionError } from './errors.js';
 
 /**
@@ -16,10 +17,6 @@ export function checkBlockLists(
   } catch (error) {
     const list =
       error instanceof BlockOutOfRangeError && error.side === 'source' ? 'sourceBlocks' : 'destinationBlocks';
-    throw new EndpointOptionError(
-      `request.${list}`,
-      lists[list],
-      error instanceof Error ? error.message : String(error),
-    );
+    throw new EndpointOptionError(`request.${list}`, lists[list], messageOf(error));
   }
 }

@@ -9,6 +9,7 @@ import {
   type WorkerReadiness,
   type WorkerReadinessWatch,
 } from '@kvreuse/discovery';
+import { messageOf } from '@kvreuse/errors';
 import { buildRankPart, type RegisteredRank, transportMetadataOf } from '@kvreuse/registry';
 import { unlessAborted } from './abortable.js';
 import type { RankBankBytes } from './block-checksum.js';
@@ -47,7 +48,7 @@ export class PublicationRollbackError extends EndpointError {
     readonly rollbackError: AggregateError,
   ) {
     super(
-      `the publication failed (${cause instanceof Error ? cause.message : String(cause)}) and was not all given back: ${rollbackError.message}`,
+      `the publication failed (${messageOf(cause)}) and was not all given back: ${rollbackError.message}`,
       { cause },
     );
   }

@@ -8,7 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import type { SettingsOf } from '@kvreuse/config';
 import { layoutRankBanks } from '@kvreuse/descriptors';
-import { codeOf } from '@kvreuse/errors';
+import { codeOf, messageOf } from '@kvreuse/errors';
 import type { ClusterSecret, DiscoveryStore, discoveryGroup, ReadinessGate } from '@kvreuse/discovery';
 import type { drainGroup } from '@kvreuse/drain';
 import {
@@ -442,7 +442,7 @@ export class EngineSidecar {
       const { report } = await adopted.endpoint.close({ deadlineMs: this.#options.withdrawDeadlineMs ?? 10_000 });
       banks = { returned: report.banksReturned.length, retained: report.banksRetained.length };
     } catch (error) {
-      failure = error instanceof Error ? error.message : String(error);
+      failure = messageOf(error);
     }
     this.#ranks.delete(adopted.rankKey);
     this.#report({

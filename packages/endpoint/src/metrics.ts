@@ -1,6 +1,7 @@
 // The endpoint's Prometheus metrics, and the optional HTTP listener that serves them at /metrics.
 import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
+import { messageOf } from '@kvreuse/errors';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { registerDefaultMetrics } from '@kvreuse/router';
 import { EndpointOptionError, MetricsPortError } from './errors.js';
@@ -255,9 +256,7 @@ export async function listenMetrics(registry: Registry, port: number, host = '12
     registry.metrics().then(
       (body) => response.writeHead(200, { 'content-type': registry.contentType }).end(body),
       (error: unknown) =>
-        response
-          .writeHead(500, { 'content-type': 'text/plain' })
-          .end(`metrics failed: ${error instanceof Error ? error.message : String(error)}\n`),
+        response.writeHead(500, { 'content-type': 'text/plain' }).end(`metrics failed: ${messageOf(error)}\n`),
     );
   });
   return new Promise((resolve, reject) => {

@@ -1,6 +1,7 @@
 // What a reader holds once a source granted its pin: the contract between the pin protocol (which
 // obtains, renews and releases pins) and the pull (which reads the pinned blocks and verifies them).
 import type { RankId } from '@kvreuse/descriptors';
+import { messageOf } from '@kvreuse/errors';
 
 /** Why a source took back, or stopped answering for, a pin its reader still held. */
 export type PinLossReason =
@@ -58,9 +59,7 @@ export type BeforeRelease = (pins: readonly HeldPin[]) => Promise<unknown>;
 export async function releasePins(pins: readonly HeldPin[], beforeRelease: BeforeRelease | undefined): Promise<void> {
   if (pins.length > 0 && beforeRelease !== undefined) {
     await beforeRelease(pins).catch((error: unknown) =>
-      process.emitWarning(
-        `endpoint: beforeRelease threw; releasing the pins: ${error instanceof Error ? error.message : String(error)}`,
-      ),
+      process.emitWarning(`endpoint: beforeRelease threw; releasing the pins: ${messageOf(error)}`),
     );
   }
   await Promise.allSettled(pins.map((pin) => pin.release()));

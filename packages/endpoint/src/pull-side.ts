@@ -12,7 +12,7 @@ import type { OperationLedger, PeerBook, PeerTicket } from '@kvreuse/drain';
 import type { Agent, Peer, PostBlocksRequest, PostRequest, RegisteredTemplate } from '@kvreuse/native-bindings';
 import type { ClusterSecret, ReadinessGate, WorkerReadiness } from '@kvreuse/discovery';
 import type { RegisteredRank } from '@kvreuse/registry';
-import { codeOf } from '@kvreuse/errors';
+import { codeOf, messageOf } from '@kvreuse/errors';
 import type { TransferCalibration } from '@kvreuse/router';
 import type { RankBankBytes } from './block-checksum.js';
 import { unlessAborted } from './abortable.js';
@@ -389,7 +389,7 @@ export class PullSide {
         .then(() => gate.evaluate(worker))
         .catch((error: unknown) => ({
           pass: false as const,
-          reason: error instanceof Error ? error.message : String(error),
+          reason: messageOf(error),
         }));
       if (!verdict.pass)
         throw new PullRefusedError('admission', `${gate.name} refused ${worker.workerId}: ${verdict.reason}`);
@@ -422,7 +422,7 @@ function pinRefusals(pinned: readonly PromiseSettledResult<HeldPin>[], parts: re
         fromBlock: 0,
         sourceRank: rankOf(part),
         reason,
-        detail: error instanceof Error ? error.message : String(error),
+        detail: messageOf(error),
       },
     ];
   });

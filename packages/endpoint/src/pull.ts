@@ -7,7 +7,7 @@ import {
   type OperationLedger,
   type PeerTicket,
 } from '@kvreuse/drain';
-import { codeOf } from '@kvreuse/errors';
+import { codeOf, messageOf } from '@kvreuse/errors';
 import type { Agent, PostBlocksRequest, RegisteredTemplate } from '@kvreuse/native-bindings';
 import type { Bank } from '@kvreuse/registry';
 import type { LinkClass, SourceTier } from '@kvreuse/router';
@@ -315,7 +315,7 @@ function postPairs(
         fromBlock: 0,
         pair: index,
         code: codeOf(error) ?? 'UNKNOWN',
-        detail: error instanceof Error ? error.message : String(error),
+        detail: messageOf(error),
       });
       break;
     }

@@ -11,6 +11,7 @@ import {
   type ShutdownResult,
   systemClock,
 } from '@kvreuse/drain';
+import { messageOf } from '@kvreuse/errors';
 import type { PostBlocksRequest, PostRequest } from '@kvreuse/native-bindings';
 import type { WorkerReadiness } from '@kvreuse/discovery';
 import { type RetentionTier } from '@kvreuse/inventory';
@@ -503,10 +504,7 @@ export class ReuseEndpoint {
           aborted && error instanceof Error && error.cause === reason
             ? new EndpointStateError('register', 'closing', ['created'])
             : error;
-        this.#lifecycle.move(
-          'created',
-          `registration failed: ${refused instanceof Error ? refused.message : String(refused)}`,
-        );
+        this.#lifecycle.move('created', `registration failed: ${messageOf(refused)}`);
         throw refused;
       }
       this.#registered = registered;
@@ -560,10 +558,7 @@ export class ReuseEndpoint {
       try {
         await this.#publication.publish(registered);
       } catch (error) {
-        this.#lifecycle.move(
-          'registered',
-          `publication failed: ${error instanceof Error ? error.message : String(error)}`,
-        );
+        this.#lifecycle.move('registered', `publication failed: ${messageOf(error)}`);
         throw error;
       }
       this.#notifications.start(this.#options.agent);

@@ -1,6 +1,7 @@
 // The steps of a withdrawal (readiness watch, rank part, inventory), begun at once and waited for together up to
 // a deadline: a step that hangs holds the others back no longer than that, and the failure names each step that
 // failed or had not settled.
+import { messageOf } from '@kvreuse/errors';
 
 export interface WithdrawalStep {
   /** What is left undone when it fails, in words: e.g. "the rank part was not withdrawn". */
@@ -36,7 +37,7 @@ export function allWithdrawn(steps: readonly WithdrawalStep[], until: AbortSigna
           new AggregateError(
             failed.map(({ error }) => error),
             failed
-              .map(({ failure, error }) => `${failure}: ${error instanceof Error ? error.message : String(error)}`)
+              .map(({ failure, error }) => `${failure}: ${messageOf(error)}`)
               .join('; '),
           ),
         );

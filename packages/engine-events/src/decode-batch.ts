@@ -1,4 +1,4 @@
-import { describeValue } from '@kvreuse/errors';
+import { describeValue, messageOf } from '@kvreuse/errors';
 import { Decoder } from '@msgpack/msgpack';
 import { Reader, readBatch } from './batch-reader.js';
 import type { BlockRemoved, BlockStored, EngineBlockHash, EngineEvent, EngineEventBatch } from './engine-event.js';
@@ -181,7 +181,7 @@ export function decodeGenerically(decoder: Decoder, payload: Uint8Array): Decode
   try {
     value = decoder.decode(payload);
   } catch (error) {
-    const reason = error instanceof Error ? error.message : String(error);
+    const reason = messageOf(error);
     return { ok: false, error: new MalformedEngineEventError('', `not msgpack: ${reason}`) };
   }
   try {

@@ -1,4 +1,4 @@
-import { isKvreuseError } from '@kvreuse/errors';
+import { isKvreuseError, messageOf } from '@kvreuse/errors';
 import { Subscriber } from 'zeromq';
 import { EngineBatchDecoder } from './decode-batch.js';
 import type { EngineEventBatch } from './engine-event.js';

@@ -1,3 +1,5 @@
+import { messageOf } from './message-of.js';
+
 /** Why looking up or reading a mistyped path failed, in words rather than Node's errno text. */
 const fileFailures: Readonly<Record<string, string>> = {
   ENOENT: 'no such file',
@@ -14,5 +16,5 @@ const fileFailures: Readonly<Record<string, string>> = {
 export function describeFileFailure(error: unknown): string {
   const code = (error as NodeJS.ErrnoException | undefined)?.code;
   const inWords = typeof code === 'string' ? fileFailures[code] : undefined;
-  return inWords ?? (error instanceof Error ? error.message : String(error));
+  return inWords ?? messageOf(error);
 }

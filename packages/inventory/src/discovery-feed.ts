@@ -19,6 +19,7 @@ import {
   SupersededError,
   type WatchNotice,
 } from '@kvreuse/discovery';
+import { messageOf } from '@kvreuse/errors';
 import { InvalidInventoryOptionError, InventoryEventError, InventoryWithdrawnError } from './errors.js';
 import { checkFunction, checkNonEmptyString, checkOptionalString, checkOptionsObject, checkStore } from './options.js';
 import {
@@ -267,9 +268,7 @@ function callFollowerBack<Name extends FollowerCallback>(
   try {
     (options[name] as ((...values: typeof args) => void) | undefined)?.(...args);
   } catch (error) {
-    process.emitWarning(
-      `inventory: options.${name} of followInventory threw: ${error instanceof Error ? error.message : String(error)}`,
-    );
+    process.emitWarning(`inventory: options.${name} of followInventory threw: ${messageOf(error)}`);
   }
 }
 

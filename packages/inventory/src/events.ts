@@ -1,3 +1,4 @@
+import { messageOf } from '@kvreuse/errors';
 import { z } from 'zod';
 import { InventoryEventError } from './errors.js';
 import { blockHashFromHex, blockHashToHex } from './block-hash.js';
@@ -199,7 +200,7 @@ export function safeParseInventoryBatch(
   try {
     json = JSON.parse(typeof input === 'string' ? input : new TextDecoder('utf-8', { fatal: true }).decode(input));
   } catch (error) {
-    const reason = error instanceof Error ? error.message : String(error);
+    const reason = messageOf(error);
     return { success: false, error: new InventoryEventError('', input, `not JSON text: ${reason}`) };
   }
   const parsed = wireBatch.safeParse(json);

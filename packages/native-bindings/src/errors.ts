@@ -1,4 +1,4 @@
-import { describeValue, KvreuseError } from '@kvreuse/errors';
+import { describeValue, KvreuseError, messageOf } from '@kvreuse/errors';
 import type { StatusCodeName } from './status.js';
 
 /** The kinds of handle the facade hands out; each names itself in errors. */
@@ -72,7 +72,7 @@ export class LibraryLoadError extends TransportUsageError {
   readonly path: string;
 
   constructor(path: string, cause: unknown) {
-    super(`could not load ${JSON.stringify(path)}: ${cause instanceof Error ? cause.message : String(cause)}`, {
+    super(`could not load ${JSON.stringify(path)}: ${messageOf(cause)}`, {
       cause,
     });
     this.path = path;

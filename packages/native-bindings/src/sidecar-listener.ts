@@ -1,4 +1,5 @@
 import { Socket } from 'node:net';
+import { messageOf } from '@kvreuse/errors';
 import { InvalidArgumentError } from './errors.js';
 import { HandleState } from './handles.js';
 import { duplicateFd, libc } from './libc.js';
@@ -95,9 +96,7 @@ export class SidecarListener {
       try {
         this.#onEvent(event);
       } catch (error) {
-        process.emitWarning(
-          `sidecar listener ${this.path}: onEvent threw: ${error instanceof Error ? error.message : String(error)}`,
-        );
+        process.emitWarning(`sidecar listener ${this.path}: onEvent threw: ${messageOf(error)}`);
       }
     }
   }

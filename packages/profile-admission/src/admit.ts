@@ -1,4 +1,5 @@
 import { isDeepStrictEqual } from 'node:util';
+import { messageOf } from '@kvreuse/errors';
 import type { SettingsOf } from '@kvreuse/config';
 import {
   type AssembleResult,
@@ -276,7 +277,7 @@ function checkWorker(worker: Worker, argument: string): void {
   try {
     assembled = assembleWorker(worker.ranks);
   } catch (error) {
-    const problem = error instanceof Error ? error.message : String(error);
+    const problem = messageOf(error);
     throw new InvalidAdmissionInputError(`${argument}.ranks`, problem, 'must be valid rank parts (parseRankPart)');
   }
   if (!assembled.complete) {

@@ -1,4 +1,5 @@
 import { fileURLToPath } from 'node:url';
+import { messageOf } from '@kvreuse/errors';
 import { readTextFile } from '@kvreuse/config';
 import { InvalidAdmissionInputError, ProfileFileError } from './errors.js';
 import { parseProfile, type Profile, type ProfileSettingsOptions } from './profile.js';
@@ -20,7 +21,7 @@ export function loadProfileFile(file: string | URL, options: ProfileSettingsOpti
   try {
     data = JSON.parse(read.text);
   } catch (error) {
-    throw new ProfileFileError(name, `not JSON: ${error instanceof Error ? error.message : String(error)}`, {
+    throw new ProfileFileError(name, `not JSON: ${messageOf(error)}`, {
       cause: error,
     });
   }

@@ -1,4 +1,4 @@
-import { describeValue } from '@kvreuse/errors';
+import { describeValue, messageOf } from '@kvreuse/errors';
 import { CalibrationClockError, ReceiptError, RouterOptionError } from './errors.js';
 import { type LinkClass, linkClasses } from './sources.js';
 
@@ -191,7 +191,7 @@ export class TransferCalibration {
     } catch (error) {
       // A call back refused inside the clock, passed on by it: that is what went wrong.
       if (error instanceof CalibrationClockError) throw error;
-      const message = error instanceof Error ? error.message : String(error);
+      const message = messageOf(error);
       throw new CalibrationClockError('threw', undefined, `it threw: ${message}`, { cause: error });
     } finally {
       this.readingClock = false;

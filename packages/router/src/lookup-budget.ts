@@ -1,4 +1,4 @@
-import { describeValue } from '@kvreuse/errors';
+import { describeValue, messageOf } from '@kvreuse/errors';
 
 /**
  * Why a decision's lookup clock reading was refused: the clock threw, read something other than a finite
@@ -48,7 +48,7 @@ export class LookupBudget {
     try {
       reading = this.#clock();
     } catch (error) {
-      this.#failed('threw', `it threw: ${error instanceof Error ? error.message : String(error)}`);
+      this.#failed('threw', `it threw: ${messageOf(error)}`);
       return Number.NaN;
     }
     if (typeof reading !== 'number' || !Number.isFinite(reading))

@@ -1,4 +1,5 @@
 import type { Worker } from '@kvreuse/descriptors';
+import { messageOf } from '@kvreuse/errors';
 import { blockHashScheme, hashBlockChain } from '@kvreuse/inventory';
 import { isObject, RouteRequestError } from './errors.js';
 
@@ -58,7 +59,7 @@ export function promptChain(
       blockTokens: destination.geometry.blockTokens,
     });
   } catch (error) {
-    throw new RouteRequestError('tokens', tokens, error instanceof Error ? error.message : String(error), {
+    throw new RouteRequestError('tokens', tokens, messageOf(error), {
       cause: error,
     });
   }

@@ -1,4 +1,4 @@
-import { messageOf } from '../error-text.js';
+import { messageOf } from '@kvreuse/errors';
 
 /** One step of taking something down: `doing` says what it does, for the error that reports its failure. */
 export interface Step {

@@ -1,3 +1,4 @@
+import { messageOf } from '@kvreuse/errors';
 import type { Agent, Region } from '@kvreuse/native-bindings';
 import { Bank } from '../banks/bank.js';
 import {
@@ -437,6 +438,5 @@ function describeFailure(cause: unknown): [code: string, detail: string] {
 }
 
 function abortDetail(signal: AbortSignal): string {
-  const reason: unknown = signal.reason;
-  return reason instanceof Error ? reason.message : String(reason);
+  return messageOf(signal.reason);
 }
