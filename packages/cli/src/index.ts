@@ -15,6 +15,7 @@ export {
 export {
   AdmissionRefusedError,
   ChildCommandError,
+  CleanupFailedError,
   CliError,
   type CliErrorCode,
   DemoMessageError,

@@ -1,5 +1,6 @@
 import { DiscoveryClosedError, type DiscoveryStore, openDiscovery } from '@kvreuse/discovery';
 import { describe, expect, it, vi } from 'vitest';
+import { CleanupFailedError } from './errors.js';
 import { startPublishing } from './publishing.js';
 import { defaultSettings } from './settings/all-settings.js';
 
@@ -51,6 +52,22 @@ describe('a publishing whose start fails and whose store then fails to close', (
         message: 'the agent did not answer; and abandoning the publishing after it failed: the store failed to close',
       }),
     );
+  });
+
+  it('rejects with a CleanupFailedError carrying both when the start threw a value that is not an Error', async () => {
+    const closeFailure = new Error('the store failed to close');
+    const store = storeFailingToClose(closeFailure);
+
+    const rejected = startPublishing(store, memory, () => {
+      throw 'no agent' as unknown as Error;
+    });
+
+    await expect(rejected).rejects.toBeInstanceOf(CleanupFailedError);
+    await expect(rejected).rejects.toMatchObject({
+      thrown: 'no agent',
+      cleanupFailure: closeFailure,
+      message: 'no agent; and abandoning the publishing after it failed: the store failed to close',
+    });
   });
 
   it('rejects with the cluster secret’s refusal, which keeps the close’s failure as its cause', async () => {

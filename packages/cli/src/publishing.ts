@@ -1,5 +1,5 @@
 import { type ClusterSecret, type DiscoveryStore, openClusterSecret, SqliteDiscoveryStore } from '@kvreuse/discovery';
-import { messageOf } from '@kvreuse/errors';
+import { keepCleanupFailure } from './cleanup-failure.js';
 import { checkSqlitePath, openDiscoveryFile } from './discovery.js';
 import { UsageError } from './errors.js';
 import type { Settings } from './settings/all-settings.js';
@@ -28,27 +28,10 @@ export async function abandonPublishing({ store, secret }: Publishing): Promise<
 }
 
 /**
- * Keeps `abandonFailure`, what abandoning a publishing threw after its start failed with `error`, on `error` as its
- * `cause`; where `error` has a cause of its own, its cause becomes an AggregateError of the two, its own first. A
- * thrown value that is not an Error has no cause to keep it in.
- */
-function keepAbandonFailure(error: unknown, abandonFailure: unknown): void {
-  if (!(error instanceof Error)) return;
-  const cause =
-    'cause' in error
-      ? new AggregateError(
-          [error.cause, abandonFailure],
-          `${messageOf(error.cause)}; and abandoning the publishing after it failed: ${messageOf(abandonFailure)}`,
-        )
-      : abandonFailure;
-  Reflect.defineProperty(error, 'cause', { value: cause, writable: true, configurable: true, enumerable: false });
-}
-
-/**
  * Starts what publishes to `store`: reads the cluster secret `discovery` names once the store is open (see
  * `Publishing`), and runs `start` with it, in this call. If either throws, the publishing is abandoned
- * (`abandonPublishing`) and the promise rejects with what was thrown; a failure to abandon it is kept as that
- * error's cause (`keepAbandonFailure`).
+ * (`abandonPublishing`) and the promise rejects with what was thrown, a failure to abandon it kept with it
+ * (`keepCleanupFailure`).
  */
 export async function startPublishing<T>(
   store: DiscoveryStore,
@@ -61,10 +44,10 @@ export async function startPublishing<T>(
     return await start(secret);
   } catch (error) {
     // What the caller hears is the start that failed, not a failure to undo it.
-    await abandonPublishing({ store, secret }).catch((abandonFailure: unknown) =>
-      keepAbandonFailure(error, abandonFailure),
+    throw await abandonPublishing({ store, secret }).then(
+      () => error,
+      (abandonFailure: unknown) => keepCleanupFailure(error, abandonFailure, 'abandoning the publishing'),
     );
-    throw error;
   }
 }
 
