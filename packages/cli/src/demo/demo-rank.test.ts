@@ -1,8 +1,15 @@
 import { DiscoveryClosedError, type DiscoveryStore, openDiscovery } from '@kvreuse/discovery';
 import { type Agent, loadTransport } from '@kvreuse/native-bindings';
+import { type Bank, releaseBanks } from '@kvreuse/registry';
 import { describe, expect, it, vi } from 'vitest';
 import { defaultSettings } from '../settings/all-settings.js';
 import { DemoRank, type DemoRankOptions, type DemoRankSteps } from './demo-rank.js';
+
+// releaseBanks as it is, which a test can make reject once.
+vi.mock('@kvreuse/registry', async (importOriginal) => {
+  const registry = await importOriginal<typeof import('@kvreuse/registry')>();
+  return { ...registry, releaseBanks: vi.fn(registry.releaseBanks) };
+});
 
 /** A decode rank on loopback and memory discovery; each test's incarnation names its agent apart. */
 const optionsOf = (incarnation: string): DemoRankOptions => ({
@@ -26,9 +33,10 @@ interface Opened {
 
 /**
  * The real steps, except an endpoint that refuses to open; `closed` lists what the rank closed, in order.
- * `failing` names what fails to close instead (the test then closes it with `opened`).
+ * `failing` names what fails to close instead (the test then closes it with `opened`). Vram banks are
+ * none, allocated by a fake; releasing them fails as `failing` says.
  */
-function failingEndpoint(failing?: 'agent' | 'discovery'): {
+function failingEndpoint(...failing: readonly ('banks' | 'agent' | 'discovery')[]): {
   steps: DemoRankSteps;
   refusal: Error;
   closed: string[];
@@ -45,7 +53,7 @@ function failingEndpoint(failing?: 'agent' | 'discovery'): {
       const close = discovery.close.bind(discovery);
       vi.spyOn(discovery, 'close').mockImplementation(() => {
         closed.push('discovery');
-        return failing === 'discovery' ? failedClose('discovery') : close();
+        return failing.includes('discovery') ? failedClose('discovery') : close();
       });
       opened.discovery = discovery;
       opened.closeDiscovery = close;
@@ -59,12 +67,20 @@ function failingEndpoint(failing?: 'agent' | 'discovery'): {
         const close = agent.close.bind(agent);
         vi.spyOn(agent, 'close').mockImplementation(() => {
           closed.push('agent');
-          return failing === 'agent' ? failedClose('agent') : close();
+          return failing.includes('agent') ? failedClose('agent') : close();
         });
         opened.closeAgent = close;
         return agent;
       });
       return transport;
+    },
+    allocateVramBanks: async () => {
+      vi.mocked(releaseBanks).mockImplementationOnce(async () => {
+        closed.push('banks');
+        if (failing.includes('banks')) throw new Error('the banks failed to release');
+        return { returned: [], referenced: [], retained: [], unreturned: [] };
+      });
+      return { banks: [] as Bank[], hostCopies: [], upload: () => undefined };
     },
     openEndpoint: () => Promise.reject(refusal),
   };
@@ -81,21 +97,49 @@ describe('a demo rank whose endpoint fails to open', () => {
     await expect(opened.discovery?.get('/workers/')).rejects.toBeInstanceOf(DiscoveryClosedError);
   });
 
-  it.each(['agent', 'discovery'] as const)(
-    'rejects with the endpoint’s error, having closed everything, when its %s fails to close',
-    async (failing) => {
+  it.each([
+    ['agent', 'demo rank decode-0 tp0 failed open: closing its agent failed: the agent failed to close'],
+    ['discovery', 'the discovery failed to close'],
+  ] as const)(
+    'rejects with the endpoint’s error, having closed everything, when its %s fails to close, which it keeps as its cause',
+    async (failing, causeMessage) => {
       const { steps, refusal, closed, opened } = failingEndpoint(failing);
       try {
         await expect(DemoRank.open(optionsOf(`${failing}-fails`), () => undefined, noHost, steps)).rejects.toBe(
           refusal,
         );
         expect(closed).toEqual(['agent', 'discovery']);
+        expect(refusal.cause).toEqual(expect.objectContaining({ message: causeMessage }));
       } finally {
         await opened.closeAgent?.();
         await opened.closeDiscovery?.();
       }
     },
   );
+
+  it('with its banks in vram that fail to release and an agent that fails to close, keeps both on the endpoint’s error', async () => {
+    const { steps, refusal, closed, opened } = failingEndpoint('banks', 'agent');
+    const vram: DemoRankOptions = {
+      ...optionsOf('banks-and-agent-fail'),
+      memory: 'vram',
+      settings: { ...optionsOf('').settings, profile: { name: 'qwen3-0.6b-bf16-b64', file: '' } },
+    };
+    try {
+      await expect(DemoRank.open(vram, () => undefined, noHost, steps)).rejects.toBe(refusal);
+      expect(closed).toEqual(['banks', 'agent', 'discovery']);
+      expect(refusal.cause).toEqual(
+        expect.objectContaining({
+          constructor: AggregateError,
+          errors: [new Error('the banks failed to release'), new Error('the agent failed to close')],
+          message:
+            'demo rank decode-0 tp0 failed open: releasing its banks failed: the banks failed to release; ' +
+            'closing its agent failed: the agent failed to close',
+        }),
+      );
+    } finally {
+      await opened.closeAgent?.();
+    }
+  });
 });
 
 /** Makes `method` of `target` do what it does, then reject with `failure`, once. */

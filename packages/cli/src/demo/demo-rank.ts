@@ -17,6 +17,7 @@ import { type Agent, type Backend, loadTransport, type MemoryKind } from '@kvreu
 import { type DiscoveryStore, openDiscovery } from '@kvreuse/discovery';
 import { blockHashFromHex } from '@kvreuse/inventory';
 import { releaseBanks, releaseRank } from '@kvreuse/registry';
+import { keepCleanupFailure } from '../cleanup-failure.js';
 import { DemoMessageError } from '../errors.js';
 import { startPublishing } from '../publishing.js';
 import { CrashOnPin } from './crash-on-pin.js';
@@ -68,12 +69,14 @@ const qwen3 = referenceGeometries['qwen3-0.6b'];
 export interface DemoRankSteps {
   readonly openDiscovery: typeof openDiscovery;
   readonly loadTransport: typeof loadTransport;
+  readonly allocateVramBanks: typeof allocateVramBanks;
   readonly openEndpoint: typeof ReuseEndpoint.open;
 }
 
 const demoRankSteps: DemoRankSteps = {
   openDiscovery,
   loadTransport,
+  allocateVramBanks,
   openEndpoint: (options) => ReuseEndpoint.open(options),
 };
 
@@ -129,8 +132,8 @@ export class DemoRank {
    * endpoint (its banks allocated, registered — the endpoint starts serving its metrics first, given a port —
    * and its rank part published); `reportReady()` comes next. `host` crashes or stops the rank's process when
    * a command asks for it. A step that fails closes what the steps before it opened, last opened first (the
-   * banks, the agent, then discovery), and the promise rejects with that step's error. `steps` replaces the
-   * steps themselves (tests).
+   * banks, the agent, then discovery), and the promise rejects with that step's error, what failed to close
+   * kept with it (`keepCleanupFailure`). `steps` replaces the steps themselves (tests).
    */
   static async open(
     options: DemoRankOptions,
@@ -155,7 +158,7 @@ export class DemoRank {
         const geometry = options.geometry ?? qwen3;
         vram =
           options.memory === 'vram'
-            ? await allocateVramBanks(agent, geometry, { tpRank, ppRank: 0, tpSize }, options.blocks)
+            ? await steps.allocateVramBanks(agent, geometry, { tpRank, ppRank: 0, tpSize }, options.blocks)
             : undefined;
         let rank: DemoRank | undefined;
         const endpoint = await steps.openEndpoint({
@@ -185,9 +188,14 @@ export class DemoRank {
       } catch (error) {
         // What the caller hears is the step that failed, not a failure to undo it. The banks go first: an
         // agent refuses to close while its allocations remain (a bank already handed back is skipped).
-        if (vram !== undefined) await releaseBanks(vram.banks).catch(() => undefined);
-        await agent.close().catch(() => undefined);
-        throw error;
+        const banks = vram?.banks;
+        throw await runEveryStep(`demo rank ${workerId} tp${tpRank} failed open`, [
+          ...(banks === undefined ? [] : [{ doing: 'releasing its banks', run: () => releaseBanks(banks) }]),
+          { doing: 'closing its agent', run: () => agent.close() },
+        ]).then(
+          () => error,
+          (cleanupFailure: unknown) => keepCleanupFailure(error, cleanupFailure, 'closing what it opened'),
+        );
       }
     });
   }
