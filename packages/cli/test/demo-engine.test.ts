@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import type { EngineDemoSummary } from '../src/demo/engine-job.js';
-import { runBinary, startBinary, unhurriedTransport } from './binary.js';
+import { runBinary, startBinary, unboundedLookup, unhurriedTransport } from './binary.js';
 
 const anywhere = mkdtempSync(join(tmpdir(), 'kvreuse-cli-demo-engine-'));
 afterAll(() => rmSync(anywhere, { recursive: true, force: true }));
@@ -30,7 +30,7 @@ function processesIn(folder: string): number[] {
 describe('kvreuse demo --engine test', () => {
   it('routes turn 2 on the inventory the engine’s events fed, pulls it from the sidecar verified, and leaves nothing behind', async () => {
     const tmp = mkdtempSync(join(anywhere, 'tmp-'));
-    const run = await runBinary(['demo', '--engine', 'test', '-o', 'json', ...unhurriedTransport], {
+    const run = await runBinary(['demo', '--engine', 'test', '-o', 'json', ...unhurriedTransport, ...unboundedLookup], {
       cwd: anywhere,
       env: { TMPDIR: tmp },
     });

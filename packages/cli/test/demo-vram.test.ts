@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { DemoSummary } from '../src/demo/demo-summary.js';
-import { repoRoot, runBinary, unhurriedTransport } from './binary.js';
+import { repoRoot, runBinary, unboundedLookup, unhurriedTransport } from './binary.js';
 
 const nativeDir = join(repoRoot, 'native');
 const fakeDriver = join(nativeDir, 'build/fake_cuda/libcuda.so.1');
@@ -35,7 +35,7 @@ const rankProcessesIn = (tmp: string): number[] =>
 async function demoOverFakeDriver(devices: number): Promise<{ summary: DemoSummary; stderr: readonly string[] }> {
   execFileSync('make', ['-s', '-C', nativeDir, 'build/fake_cuda/libcuda.so.1'], { stdio: 'inherit' });
   const tmp = mkdtempSync(join(anywhere, 'tmp-'));
-  const run = await runBinary(['demo', '-o', 'json', ...admitting, ...unhurriedTransport], {
+  const run = await runBinary(['demo', '-o', 'json', ...admitting, ...unhurriedTransport, ...unboundedLookup], {
     cwd: anywhere,
     env: { TMPDIR: tmp, KVT_CUDA_LIBRARY: fakeDriver, FAKE_CUDA_DEVICES: String(devices) },
   });

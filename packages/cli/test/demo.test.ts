@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { parse } from 'yaml';
 import type { DemoSummary } from '../src/demo/demo-summary.js';
-import { repoRoot, runBinary, startBinary, unhurriedTransport } from './binary.js';
+import { repoRoot, runBinary, startBinary, unboundedLookup, unhurriedTransport } from './binary.js';
 import { startEtcd } from './etcd.js';
 import { reservePorts } from '@kvreuse-internal/test-support';
 
@@ -117,7 +117,7 @@ describe('kvreuse demo', () => {
       ...readme.matchAll(/^\| (turn 2|short request|turn 2, calibrated) \| (pull|recompute) \(([a-z-]+)\) \|/gm),
     ].map(([, request, action, reason]) => [request, action, reason]);
     expect(account).toHaveLength(3);
-    const run = await runBinary(['demo', '-o', 'json', ...unhurriedTransport], { cwd: anywhere });
+    const run = await runBinary(['demo', '-o', 'json', ...unhurriedTransport, ...unboundedLookup], { cwd: anywhere });
     expect(run.status).toBe(0);
     const summary = JSON.parse(run.stdout) as DemoSummary;
     const decisions = [...summary.decisions, ...(summary.calibration === null ? [] : [summary.calibration.decision])];
@@ -130,13 +130,40 @@ describe('kvreuse demo', () => {
     );
   }, 120_000);
 
+  it('--unbounded-lookup: the lookup budget is priced into the pull but never passed, even at 0 ms', async () => {
+    const run = await runBinary(
+      [
+        'demo',
+        '--backend',
+        'loopback',
+        '-o',
+        'json',
+        '--router-transfer-source-lookup-budget-ms',
+        '0',
+        ...unhurriedTransport,
+        ...unboundedLookup,
+      ],
+      { cwd: anywhere },
+    );
+    expect(run.status).toBe(0);
+    const summary = JSON.parse(run.stdout) as DemoSummary;
+    expect(summary.decisions.map(({ request, action, reason }) => [request, action, reason])).toEqual([
+      ['turn 2', 'pull', 'worth-it'],
+      ['short request', 'recompute', 'too-short'],
+    ]);
+    expect(summary.pull).toMatchObject({ blocks: 42, verified: true });
+  }, 120_000);
+
   it('--hold: the router (this process) and the ranks still running serve their metrics until SIGTERM, then every process drains and nothing is left', async () => {
     const tmp = runTmpdir();
     const port = await reservePorts(4);
-    const started = startBinary(['demo', '--hold', '--endpoint-metrics-port', String(port), ...unhurriedTransport], {
-      cwd: anywhere,
-      env: { TMPDIR: tmp },
-    });
+    const started = startBinary(
+      ['demo', '--hold', '--endpoint-metrics-port', String(port), ...unhurriedTransport, ...unboundedLookup],
+      {
+        cwd: anywhere,
+        env: { TMPDIR: tmp },
+      },
+    );
     await started.stdoutLine(/^holding: /);
     // The router's decisions, where it runs: turn 2, the short request and turn 2 again, one sample each.
     const router = await (await fetch(`http://127.0.0.1:${port + 3}/metrics`)).text();
