@@ -482,10 +482,6 @@ function keepCloseFailures(error: unknown, closeFailures: readonly unknown[]): u
   return error;
 }
 
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
-
 /** Rank `rank`'s endpoint refused as ZMQ's refusal of the option it derives from, naming the rank. */
 function rankRefusal(rank: number, options: EngineRanksOptions, error: unknown): unknown {
   if (!(error instanceof EngineEventsInputError)) return error;
