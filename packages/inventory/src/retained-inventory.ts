@@ -98,6 +98,8 @@ export class RetainedInventory {
   /** Whether the worker's incarnation has said its inventory is complete (`InventoryBatch.complete`). */
   private readonly complete: boolean[] = [];
   private readonly freeWorkers: number[] = [];
+  /** The array `apply` gathers a batch's changes in, kept between batches; undefined while one is in use. */
+  private spareChanges: TableChange[] | undefined = [];
 
   private readonly now: () => number;
   private readonly epochMs: number;
@@ -174,31 +176,40 @@ export class RetainedInventory {
     }
     if (worker !== undefined && epoch < this.epochs[worker]!) return false;
     if (worker !== undefined && epoch === this.epochs[worker] && seq <= this.lastSeq[worker]!) return false;
-    const changes = events.map((event) => this.tableChange(event, nowTick));
-    const newIncarnation = worker !== undefined && epoch > this.epochs[worker]!;
-    checkBatchRoom(this.index, worker, newIncarnation ? [...dropEverything, ...changes] : changes, workerId);
-    if (worker === undefined) {
-      worker = this.addWorker(workerId, incarnation, epoch);
-    } else if (newIncarnation) {
-      this.index.dropRecords(worker);
-      this.incarnations[worker] = incarnation;
-      this.epochs[worker] = epoch;
-      this.lastSeq[worker] = -1;
-      this.complete[worker] = false;
+    // The spare array, emptied again before returning: a batch applied from inside this one (an event's
+    // getter may call apply) finds none and makes its own.
+    const changes = this.spareChanges ?? [];
+    this.spareChanges = undefined;
+    try {
+      for (const event of events) changes.push(this.tableChange(event, nowTick));
+      const newIncarnation = worker !== undefined && epoch > this.epochs[worker]!;
+      checkBatchRoom(this.index, worker, newIncarnation ? [...dropEverything, ...changes] : changes, workerId);
+      if (worker === undefined) {
+        worker = this.addWorker(workerId, incarnation, epoch);
+      } else if (newIncarnation) {
+        this.index.dropRecords(worker);
+        this.incarnations[worker] = incarnation;
+        this.epochs[worker] = epoch;
+        this.lastSeq[worker] = -1;
+        this.complete[worker] = false;
+      }
+      this.lastSeq[worker] = seq;
+      if (batch.complete === true) this.complete[worker] = true;
+      let blocks = 0;
+      let stored = 0;
+      for (const change of changes) {
+        this.index.change(worker, change);
+        if (change.type === 'clear') continue;
+        blocks += change.words.length / 2;
+        if (change.type === 'store') stored += change.words.length / 2;
+      }
+      this.index.compact(worker, this.compactStep + 2 * stored);
+      this.index.maintain(this.pruneStep + blocks, nowTick);
+      return true;
+    } finally {
+      changes.length = 0;
+      this.spareChanges = changes;
     }
-    this.lastSeq[worker] = seq;
-    if (batch.complete === true) this.complete[worker] = true;
-    let blocks = 0;
-    let stored = 0;
-    for (const change of changes) {
-      this.index.change(worker, change);
-      if (change.type === 'clear') continue;
-      blocks += change.words.length / 2;
-      if (change.type === 'store') stored += change.words.length / 2;
-    }
-    this.index.compact(worker, this.compactStep + 2 * stored);
-    this.index.maintain(this.pruneStep + blocks, nowTick);
-    return true;
   }
 
   /** What an event changes in the index; a `stored` event whose blocks have expired removes them. */
