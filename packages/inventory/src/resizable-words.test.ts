@@ -20,4 +20,17 @@ describe('resizable words', () => {
     expect(grown.buffer.maxByteLength).toBe(5 * 4 * 4);
     expect([...words]).toEqual([7, 8]);
   });
+
+  test('no longer, and reserving no more, than the most words it will need', () => {
+    const words = resizableWords(64, 1_000, 10);
+    expect(words).toHaveLength(10);
+    expect(words.buffer.maxByteLength).toBe(10 * 4);
+  });
+
+  test('past the reservation: a copy reserving no more than the most words it will need', () => {
+    const words = resizableWords(2);
+    const grown = resizedWords(words, 5, 4, 7);
+    expect([...grown]).toEqual([0, 0, 0, 0, 0]);
+    expect(grown.buffer.maxByteLength).toBe(7 * 4);
+  });
 });

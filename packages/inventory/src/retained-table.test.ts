@@ -43,3 +43,23 @@ describe('RetainedTable: its further holders (workers retaining a block beyond i
     expect(table.size).toBe(4);
   });
 });
+
+/** How many overflow entries the table has reserved address space for (its private array, read for the test's sake). */
+const furtherHolderReservation = (table: RetainedTable): number =>
+  (table as unknown as { more: Int32Array<ArrayBuffer> }).more.buffer.maxByteLength / (3 * 4);
+
+describe('RetainedTable: the address space its overflow entries reserve', () => {
+  it('never reserves more overflow entries than its ceiling of further holders, up front or as it fills it', () => {
+    // 100 further holders: fewer than the 64 entries it starts with plus a step, far fewer than 2^24.
+    const table = new RetainedTable(16, 3, 200, 100);
+    table.addWorker(0);
+    table.addWorker(1);
+    store(table, 0, chain(0, 100));
+    expect(furtherHolderReservation(table)).toBe(100);
+    for (let block = 0; block < 100; block++) {
+      store(table, 1, chain(block, 1));
+      expect(furtherHolderReservation(table)).toBe(100);
+    }
+    expect(table.furtherHolderRoom).toBe(0);
+  });
+});

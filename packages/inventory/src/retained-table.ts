@@ -112,7 +112,7 @@ export class RetainedTable {
   // The expiry sweep's next record.
   private sweepWorker = 0;
   private sweepRecord = 0;
-  private more: ResizableWords = resizableWords(64 * moreWords, moreReservedEntries * moreWords);
+  private more: ResizableWords;
   private moreUsed = 0;
   private moreFree = 0; // free overflow entry + 1
   private furtherHolders = 0; // overflow entries in use
@@ -142,6 +142,7 @@ export class RetainedTable {
     this.rehashStep = rehashStep;
     this.maxBlocks = maxBlocks;
     this.maxFurtherHolders = furtherHolderCeiling;
+    this.more = resizableWords(64 * moreWords, moreReservedEntries * moreWords, furtherHolderCeiling * moreWords);
     this.maxSlots = Math.ceil(maxBlocks / maxLoad);
     this.table = noTable;
     this.resize(Math.ceil(Math.max(16, expectedBlocks) / maxLoad));
@@ -783,8 +784,10 @@ export class RetainedTable {
       return m;
     }
     const capacity = this.more.length / moreWords;
-    if (this.moreUsed === capacity)
-      this.more = resizedWords(this.more, (capacity + Math.min(capacity, moreStepEntries)) * moreWords, reservation);
+    if (this.moreUsed === capacity) {
+      const grown = Math.min(capacity + Math.min(capacity, moreStepEntries), this.maxFurtherHolders);
+      this.more = resizedWords(this.more, grown * moreWords, reservation, this.maxFurtherHolders * moreWords);
+    }
     return ++this.moreUsed;
   }
 
