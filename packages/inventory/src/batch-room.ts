@@ -1,9 +1,13 @@
 // Whether one worker's batch fits the retained table's ceilings: its distinct blocks and its overflow
 // entries (workers retaining a block beyond its first). Followed change by change, before any is made,
 // so that what a batch removes makes room for what it stores after, and a batch is refused whole.
+import { BlockStates } from './block-states.js';
 import { InventoryFullError } from './errors.js';
 import type { RetainedTable } from './retained-table.js';
-import type { HeldBlock, TableChange } from './table-change.js';
+import type { TableChange } from './table-change.js';
+
+const tierBits = 0b11;
+const sharedBit = 0b100;
 
 /**
  * Refuses (`InventoryFullError`, naming `workerId`) `changes` to `worker`'s entries (undefined: a worker
@@ -21,49 +25,50 @@ export function checkBatchRoom(
   // Every stored block takes a distinct block or an overflow entry at most: most batches fit even so.
   if (storing <= table.room && storing <= table.furtherHolderRoom) return;
 
-  // The worker's entries the changes touched, as they leave them.
-  const entries = new Map<string, HeldBlock>();
+  // The worker's entries the changes touched, as they leave them: the tiers it holds each on (bit
+  // `1 << tier`), and `sharedBit` where another worker holds the block too.
+  const entries = new BlockStates();
   // Whether `entries` holds every entry the worker had: the first `clear` reads them all.
   let allRead = worker === undefined;
-  const entryOf = (lo: number, hi: number): HeldBlock => {
-    const key = `${lo} ${hi}`;
-    let entry = entries.get(key);
-    if (entry === undefined) {
-      entry = table.heldBlock(worker, lo, hi);
-      entries.set(key, entry);
-    }
-    return entry;
+  const entryOf = (lo: number, hi: number): number => {
+    const slot = entries.find(lo, hi);
+    if (slot >= 0) return slot;
+    const held = table.heldBlock(worker, lo, hi);
+    return entries.add(slot, lo, hi, held.tiers | (held.shared ? sharedBit : 0));
   };
   let blocks = 0;
   let furtherHolders = 0;
   let mostBlocks = 0;
   let mostFurtherHolders = 0;
-  const removeTier = (entry: HeldBlock, tier: 0 | 1): void => {
-    if (entry.tiers === 0) return;
-    entry.tiers &= ~(1 << tier);
-    if (entry.tiers !== 0) return;
-    if (entry.shared) furtherHolders--;
+  const removeTier = (slot: number, tier: 0 | 1): void => {
+    const state = entries.stateAt(slot);
+    if ((state & tierBits) === 0) return;
+    const left = state & ~(1 << tier);
+    entries.setStateAt(slot, left);
+    if ((left & tierBits) !== 0) return;
+    if ((left & sharedBit) !== 0) furtherHolders--;
     else blocks--;
   };
   for (const change of changes) {
     if (change.type === 'clear') {
       if (!allRead) table.forEachHeld(worker!, entryOf);
       allRead = true;
-      for (const entry of entries.values()) removeTier(entry, change.tier);
+      for (let slot = 0; slot < entries.slots; slot++) if (entries.stateAt(slot) >= 0) removeTier(slot, change.tier);
       continue;
     }
     const { words, tier } = change;
     for (let i = 0; i < words.length; i += 2) {
-      const entry = entryOf(words[i]!, words[i + 1]!);
+      const slot = entryOf(words[i]!, words[i + 1]!);
       if (change.type === 'remove') {
-        removeTier(entry, tier);
+        removeTier(slot, tier);
         continue;
       }
-      if (entry.tiers === 0) {
-        if (entry.shared) mostFurtherHolders = Math.max(mostFurtherHolders, ++furtherHolders);
+      const state = entries.stateAt(slot);
+      if ((state & tierBits) === 0) {
+        if ((state & sharedBit) !== 0) mostFurtherHolders = Math.max(mostFurtherHolders, ++furtherHolders);
         else mostBlocks = Math.max(mostBlocks, ++blocks);
       }
-      entry.tiers |= 1 << tier;
+      entries.setStateAt(slot, state | (1 << tier));
     }
   }
   if (mostBlocks > table.room)

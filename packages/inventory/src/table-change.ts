@@ -1,5 +1,5 @@
 // What one worker's batch changes in the retained table, change by change, and a worker's entry of a
-// block as the room check follows those changes.
+// block as the table holds it, which the room check starts from.
 
 /** One change of a batch to its worker's entries, in the batch's order; `tier`: 0 = GPU, 1 = host. */
 export type TableChange =
@@ -12,6 +12,6 @@ export type TableChange =
  * and whether another worker retains the block too (so that the entry is, or would be, an overflow one).
  */
 export interface HeldBlock {
-  tiers: number;
+  readonly tiers: number;
   readonly shared: boolean;
 }
