@@ -66,10 +66,12 @@ const limitWords: Record<InventoryLimit, string> = {
 export class InventoryFullError extends InventoryError {
   readonly code = 'INVENTORY_FULL';
   constructor(
+    /** The worker whose batch was refused. */
     readonly workerId: string,
     readonly limit: InventoryLimit,
     /** How many more of them the batch needs at its fullest. */
     readonly needed: number,
+    /** How many more of them the inventory had room for when the batch came (fewer than `needed`). */
     readonly room: number,
     /** The most the inventory holds. */
     readonly most: number,
