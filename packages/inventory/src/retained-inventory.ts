@@ -64,6 +64,15 @@ export interface RetainedInventoryOptions {
   readonly compactStep?: number;
 }
 
+/**
+ * The key of an option the package does not export: lower ceilings than 2^27 distinct blocks and 2^27
+ * further holders, for tests, which cannot fill those.
+ */
+export const tableCeilings = Symbol('tableCeilings');
+type CeilingOptions = RetainedInventoryOptions & {
+  readonly [tableCeilings]?: { readonly maxBlocks: number; readonly maxFurtherHolders: number };
+};
+
 const tierOffset: Record<RetentionTier, 0 | 1> = { gpu: 0, host: 1 };
 const secondsClockRefusal =
   `must return milliseconds since the Unix epoch, as Date.now does; a reading below ${minExpiresAtMs} (March 1973) ` +
@@ -107,6 +116,7 @@ export class RetainedInventory {
   constructor(options: RetainedInventoryOptions = {}) {
     checkOptionsObject('options', options);
     const { now = Date.now, expectedBlocks = 1024, rehashStep = 8, pruneStep = 32, compactStep = 32 } = options;
+    const ceilings = (options as CeilingOptions)[tableCeilings];
     checkFunction('options.now', now);
     const wholeNumber = (option: string, value: number, min: number, max = Number.MAX_SAFE_INTEGER): number => {
       if (!Number.isSafeInteger(value) || value < min || value > max) {
@@ -122,6 +132,8 @@ export class RetainedInventory {
     this.index = new RetainedTable(
       wholeNumber('expectedBlocks', expectedBlocks, 0, maxExpectedBlocks),
       wholeNumber('rehashStep', rehashStep, minRehashStep),
+      ceilings?.maxBlocks,
+      ceilings?.maxFurtherHolders,
     );
   }
 
