@@ -1,5 +1,4 @@
-import { closeSync, fchmodSync, fstatSync, openSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { uptime } from 'node:os';
+import { closeSync, fchmodSync, fstatSync, openSync, rmSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type Database from 'better-sqlite3';
 import {
@@ -33,6 +32,7 @@ import {
 } from './common.js';
 import { betterSqlite3 } from './drivers.js';
 import { type ChangeBatch, LocalWatchHub } from './local-watch.js';
+import { bootClockId, monotonicNow } from './sqlite-clock.js';
 import { enterWalMode } from './sqlite-wal.js';
 import type {
   CommitOptions,
@@ -270,26 +270,6 @@ function fileModeOption(mode: number | undefined): number {
   return mode;
 }
 
-// Lease deadlines are CLOCK_MONOTONIC milliseconds, not wall-clock time. Every process on one
-// machine reads the same CLOCK_MONOTONIC (it counts from boot and nothing sets it), so a deadline
-// written by one process means the same instant to all the others, and a wall-clock step (NTP,
-// an administrator, a VM resume correcting its time) cannot expire live leases en masse, nor keep
-// dead ones alive. What the monotonic clock cannot survive is a reboot: it restarts near zero.
-// So the file records which clock its deadlines are in (the boot id), and opening it under
-// another clock drops every lease recorded under the old one — their processes did not survive
-// the reboot either. A process stopped (SIGSTOP) past its lease finds the lease gone when it
-// resumes, because the clock kept counting while it was stopped.
-const monotonicNow = (): number => Number(process.hrtime.bigint() / 1_000_000n);
-
-function bootClockId(): string {
-  try {
-    return `boot:${readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim()}`;
-  } catch {
-    // No Linux boot id: the boot time to the minute stands in for it.
-    return `boot-time:${Math.round((Date.now() - uptime() * 1000) / 60_000)}`;
-  }
-}
-
 interface KvRow {
   key: Buffer;
   value: Buffer;
@@ -428,8 +408,9 @@ const toEntry = (row: KvRow): DiscoveryEntry => ({
 /**
  * Discovery for several processes on one machine, in one SQLite file (WAL). Every write is an
  * IMMEDIATE transaction that bumps one revision counter and appends its changes to an event log;
- * leases are monotonic deadlines (see above), swept by whichever process touches the store next;
- * watchers poll the revision counter (one indexed read per tick) and read the log only when it moved.
+ * leases are CLOCK_MONOTONIC deadlines, dropped once the machine reboots, swept by whichever process
+ * touches the store next; watchers poll the revision counter (one indexed read per tick) and read the
+ * log only when it moved.
  */
 export class SqliteDiscoveryStore implements DiscoveryStore {
   readonly backend = 'sqlite';
