@@ -9,6 +9,16 @@ import { discoverySchema, openSqliteDiscovery } from './sqlite.js';
 // What another process writes to the file after an opening checked it and before it takes the write lock,
 // forced by running it inside the opening's switch to WAL mode, which comes between the two.
 const afterWalMode = new Map<string, () => void>();
+// What another process writes after the transaction that checked and claimed the file and before the one
+// that records the store's clock, forced by running it when the opening prepares its last statement.
+const clockStatement = 'INSERT INTO clock (id) VALUES (?)';
+const beforeClockWrite = new Map<string, () => void>();
+
+function runHook(hooks: Map<string, () => void>, path: string): void {
+  const hook = hooks.get(path);
+  hooks.delete(path);
+  hook?.();
+}
 
 vi.mock('./drivers.js', async (importOriginal) => {
   const actual = await importOriginal<typeof import('./drivers.js')>();
@@ -16,12 +26,14 @@ vi.mock('./drivers.js', async (importOriginal) => {
   class HookedDriver extends Driver {
     override pragma(source: string, options?: Parameters<InstanceType<typeof Driver>['pragma']>[1]): unknown {
       const result = super.pragma(source, options);
-      if (source === 'journal_mode = WAL') {
-        const hook = afterWalMode.get(this.name);
-        afterWalMode.delete(this.name);
-        hook?.();
-      }
+      if (source === 'journal_mode = WAL') runHook(afterWalMode, this.name);
       return result;
+    }
+    // The base's own signature, so that the store's statements keep their types.
+    override prepare<Bound extends unknown[] | {} = unknown[], Result = unknown>(source: string) {
+      const statement = super.prepare<Bound, Result>(source);
+      if (source === clockStatement) runHook(beforeClockWrite, this.name);
+      return statement;
     }
   }
   return { ...actual, betterSqlite3: () => HookedDriver };
@@ -30,7 +42,7 @@ vi.mock('./drivers.js', async (importOriginal) => {
 const Database = betterSqlite3();
 const dir = mkdtempSync(join(tmpdir(), 'kvreuse-sqlite-under-lock-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
-afterEach(() => expect(afterWalMode.size).toBe(0));
+afterEach(() => expect([afterWalMode.size, beforeClockWrite.size]).toEqual([0, 0]));
 
 /** Runs `sql` on the file at `path` through a connection of its own, as another process would. */
 function writeAsAnother(path: string, sql: string): void {
@@ -97,5 +109,67 @@ describe('a SQLite discovery file changed between its opening’s first check an
       }),
     );
     expect(contentsOf(path).meta).toEqual(['compacted', 'revision']);
+  });
+});
+
+/** The file's clock, keys and leases, read through a connection of its own. */
+function publishedIn(path: string): { clock: string[]; keys: string[]; leases: number } {
+  const db = new Database(path, { fileMustExist: true, readonly: true });
+  try {
+    return {
+      clock: db.prepare<[], string>('SELECT id FROM clock').pluck().all(),
+      keys: db
+        .prepare<[], Buffer>('SELECT key FROM kv ORDER BY key')
+        .pluck()
+        .all()
+        .map((key) => key.toString('utf8')),
+      leases: db.prepare<[], number>('SELECT COUNT(*) FROM leases').pluck().get() ?? 0,
+    };
+  } finally {
+    db.close();
+  }
+}
+
+const refusedAsNewer = (path: string) =>
+  expect.objectContaining({ constructor: DiscoveryFileVersionError, location: path, version: 2, knownVersion: 1 });
+
+/** A file a store of clock `first-boot` published `/workers/a` in, under a lease, and `/static` without one. */
+async function publishedFile(name: string): Promise<string> {
+  const path = join(dir, name);
+  const store = openSqliteDiscovery(path, { clockId: 'first-boot' });
+  const lease = await store.grantLease(60_000);
+  await store.put('/workers/a', 'published', { lease: lease.id });
+  await store.put('/static', 'kept');
+  await store.close();
+  return path;
+}
+
+describe('a SQLite discovery file a newer version upgraded after a store opened it', () => {
+  it('is refused as newer by the opening’s clock write, which drops no lease of another clock', async () => {
+    const path = await publishedFile('upgraded-while-opening.sqlite');
+    beforeClockWrite.set(path, () => writeAsAnother(path, newerSchema));
+
+    expect(() => openSqliteDiscovery(path, { clockId: 'second-boot' })).toThrow(refusedAsNewer(path));
+    expect(publishedIn(path)).toEqual({ clock: ['first-boot'], keys: ['/static', '/workers/a'], leases: 1 });
+  });
+
+  it('is refused as newer by every later write, with nothing written', async () => {
+    const path = await publishedFile('upgraded-while-open.sqlite');
+    const store = openSqliteDiscovery(path, { clockId: 'first-boot' });
+    try {
+      const lease = await store.grantLease(60_000);
+      writeAsAnother(path, newerSchema);
+
+      await expect(store.put('/workers/b', 'late')).rejects.toThrow(refusedAsNewer(path));
+      await expect(store.delete('/static')).rejects.toThrow(refusedAsNewer(path));
+      await expect(store.grantLease(60_000)).rejects.toThrow(refusedAsNewer(path));
+      await expect(store.keepAlive(lease.id)).rejects.toThrow(refusedAsNewer(path));
+      await expect(store.revokeLease(lease.id)).rejects.toThrow(refusedAsNewer(path));
+      await expect(store.commit([{ type: 'delete', key: '/static' }])).rejects.toThrow(refusedAsNewer(path));
+      await expect(store.compact(1)).rejects.toThrow(refusedAsNewer(path));
+      expect(publishedIn(path)).toEqual({ clock: ['first-boot'], keys: ['/static', '/workers/a'], leases: 2 });
+    } finally {
+      await store.close();
+    }
   });
 });

@@ -492,6 +492,7 @@ export class SqliteDiscoveryStore implements DiscoveryStore {
       this.write(() => this.adoptClock());
     } catch (error) {
       abandonOpening(this.db, this.path, { identity: this.identity, created: this.createdFile }, this.creatorVersion);
+      if (error instanceof DiscoveryFileVersionError) throw error;
       throw sqliteFailure(this.path, 'open', undefined, this.busyTimeoutMs, error);
     }
     this.hub = new LocalWatchHub({
@@ -503,10 +504,12 @@ export class SqliteDiscoveryStore implements DiscoveryStore {
 
   async grantLease(ttlMs: number): Promise<Lease> {
     checkTtl(this.backend, ttlMs);
-    return this.run('grantLease', undefined, () => {
-      const id = this.statements.grant.run(ttlMs, this.now() + ttlMs).lastInsertRowid;
-      return { id: String(id), ttlMs };
-    });
+    return this.run('grantLease', undefined, () =>
+      this.write(() => {
+        const id = this.statements.grant.run(ttlMs, this.now() + ttlMs).lastInsertRowid;
+        return { id: String(id), ttlMs };
+      }),
+    );
   }
 
   async keepAlive(lease: LeaseId): Promise<void> {
@@ -650,8 +653,18 @@ export class SqliteDiscoveryStore implements DiscoveryStore {
     }
   }
 
+  /**
+   * Runs `step` in a write transaction, under the write lock. A newer version may have upgraded the file
+   * since this store opened it: such a file is refused before `step` writes anything.
+   */
   private write<T>(step: () => T): T {
-    return this.db.transaction(step).immediate();
+    return this.db
+      .transaction(() => {
+        const version = schemaVersionOf(this.db);
+        if (version > sqliteSchemaVersion) throw new DiscoveryFileVersionError(this.path, version, sqliteSchemaVersion);
+        return step();
+      })
+      .immediate();
   }
 
   /** Drops the leases recorded under another clock (a previous boot) and records ours. Call inside a write transaction. */
