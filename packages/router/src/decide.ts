@@ -49,8 +49,8 @@ export interface RouteContext {
    * Monotonic milliseconds against which the lookup budget runs. Default: a clock that advances by the
    * lesser of wall and CPU time (the thread's where Node reports it, else the process's), so that a
    * decision the scheduler preempted is not charged for the time other processes ran. One that throws,
-   * reads other than a finite number or goes back ends the decision as `budget-exceeded`, saying how
-   * (`RouteDecision.lookupFault`).
+   * calls back into `decide`, reads other than a finite number or goes back ends the decision as
+   * `budget-exceeded`, saying how (`RouteDecision.lookupFault`).
    */
   readonly clock?: () => number;
 }

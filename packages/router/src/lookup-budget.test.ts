@@ -63,16 +63,56 @@ describe('LookupBudget: decide on a lookup clock that fails', () => {
     expect(decideWith(scriptedClock([5, 5, 4]))).toMatchObject(failed(3, 'went-back', 'it went back from 5 to 4 ms'));
   });
 
+  /**
+   * A clock that reads 0, and on its `nth` reading (1: the first) first calls back into decide with itself,
+   * keeping that decision in `nested`, then returns 0, or throws when `thenThrows`.
+   */
+  function callingBack(nth: number, thenThrows = false) {
+    let readings = 0;
+    const calledBack: { nested?: RouteDecision; clock: () => number } = {
+      clock: () => {
+        if (++readings === nth) {
+          calledBack.nested = decideWith(calledBack.clock);
+          if (thenThrows) throw new Error('clock source gone');
+        }
+        return 0;
+      },
+    };
+    return calledBack;
+  }
+
+  it('ends the decision as budget-exceeded when the clock calls back into decide, and the decision it started', () => {
+    const reentered = (considered: number) =>
+      failed(considered, 're-entered', 'it called back into decide while being read');
+    const atStart = callingBack(1);
+    expect(decideWith(atStart.clock)).toMatchObject(reentered(0));
+    expect(atStart.nested).toMatchObject(reentered(0));
+
+    const beforeSecondCandidate = callingBack(4);
+    expect(decideWith(beforeSecondCandidate.clock)).toMatchObject(reentered(1));
+    expect(beforeSecondCandidate.nested).toMatchObject(reentered(0));
+
+    const thenThrew = callingBack(1, true);
+    expect(decideWith(thenThrew.clock)).toMatchObject(reentered(0));
+    expect(thenThrew.nested).toMatchObject(reentered(0));
+
+    const afterward = decideWith(scriptedClock([0]));
+    expect(afterward).toMatchObject({ action: 'pull', reason: 'worth-it' });
+    expect(afterward).not.toHaveProperty('lookupFault');
+  });
+
   it('is counted by RouterMetrics by how the clock failed', async () => {
     const metrics = new RouterMetrics();
     metrics.decided(decideWith(gone));
     metrics.decided(decideWith(scriptedClock([5, 5, 4])));
     metrics.decided(decideWith(scriptedClock([0, 0, 100])));
+    metrics.decided(decideWith(callingBack(1).clock));
     const text = await metrics.text();
     expect(text).toContain('kvreuse_route_lookup_clock_refusals_total{refusal="threw"} 1\n');
     expect(text).toContain('kvreuse_route_lookup_clock_refusals_total{refusal="went-back"} 1\n');
+    expect(text).toContain('kvreuse_route_lookup_clock_refusals_total{refusal="re-entered"} 1\n');
     expect(text).toContain('kvreuse_route_lookup_clock_refusals_total{refusal="not-finite"} 0\n');
-    expect(text).toContain('kvreuse_route_decisions_total{action="recompute",reason="budget-exceeded"} 3\n');
+    expect(text).toContain('kvreuse_route_decisions_total{action="recompute",reason="budget-exceeded"} 4\n');
   });
 
   it('pulls when the same clock works, and names no lookup fault when the budget is spent in time', () => {

@@ -1,11 +1,11 @@
 import { describeValue, messageOf } from '@kvreuse/errors';
 
 /**
- * Why a decision's lookup clock reading was refused: the clock threw, read something other than a finite
- * number, or read less than it had read before.
+ * Why a decision's lookup clock reading was refused: the clock threw, called back into `decide` while it
+ * was read, read something other than a finite number, or read less than it had read before.
  */
-export type LookupClockRefusal = 'threw' | 'not-finite' | 'went-back';
-export const lookupClockRefusals: readonly LookupClockRefusal[] = ['threw', 'not-finite', 'went-back'];
+export type LookupClockRefusal = 'threw' | 're-entered' | 'not-finite' | 'went-back';
+export const lookupClockRefusals: readonly LookupClockRefusal[] = ['threw', 're-entered', 'not-finite', 'went-back'];
 
 /** Why a decision ended as `budget-exceeded` however little time it took: its lookup clock failed. */
 export interface LookupFault {
@@ -16,9 +16,19 @@ export interface LookupFault {
 }
 
 /**
- * One decision's lookup budget, run against its lookup clock. A clock that throws, reads something other
- * than a finite number, or reads less than before spends the budget at once, and `fault` says how it
- * failed: a broken clock must neither stop routing nor leave the lookup without a bound.
+ * The lookup clock reading under way, if any. A decision started while a lookup clock is read is the clock
+ * calling back into `decide`: were it to read its clock, the same clock would start the next decision, with
+ * no end.
+ */
+let clockReading: { reentered: boolean } | undefined;
+
+const reenteredDetail = 'it called back into decide while being read';
+
+/**
+ * One decision's lookup budget, run against its lookup clock. A clock that throws, calls back into `decide`,
+ * reads something other than a finite number, or reads less than before spends the budget at once, and
+ * `fault` says how it failed: a broken clock must neither stop routing nor leave the lookup without a
+ * bound. The decision the clock started reads no clock, and is refused too.
  */
 export class LookupBudget {
   /** How the clock failed; undefined while it works. */
@@ -33,6 +43,12 @@ export class LookupBudget {
     readonly budgetMs: number,
   ) {
     this.#clock = clock;
+    if (clockReading !== undefined) {
+      clockReading.reentered = true;
+      this.#failed('re-entered', reenteredDetail);
+      this.#started = Number.NaN;
+      return;
+    }
     this.#started = this.#read();
   }
 
@@ -45,13 +61,21 @@ export class LookupBudget {
 
   #read(): number {
     let reading: unknown;
+    const thisReading = { reentered: false };
+    clockReading = thisReading;
     try {
       reading = this.#clock();
     } catch (error) {
-      this.#failed('threw', `it threw: ${messageOf(error)}`);
-      return Number.NaN;
+      if (!thisReading.reentered) {
+        this.#failed('threw', `it threw: ${messageOf(error)}`);
+        return Number.NaN;
+      }
+    } finally {
+      clockReading = undefined;
     }
-    if (typeof reading !== 'number' || !Number.isFinite(reading))
+    // A call back into decide is what went wrong, whatever the clock did after it.
+    if (thisReading.reentered) this.#failed('re-entered', reenteredDetail);
+    else if (typeof reading !== 'number' || !Number.isFinite(reading))
       this.#failed('not-finite', `it read ${describeValue(reading)}, not a finite number of milliseconds`);
     else if (reading < this.#last) this.#failed('went-back', `it went back from ${this.#last} to ${reading} ms`);
     else this.#last = reading;

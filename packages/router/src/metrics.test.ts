@@ -100,7 +100,7 @@ describe('RouterMetrics', () => {
     expect(() =>
       metrics.decided({ action: 'recompute', reason: 'budget-exceeded', lookupFault: unknownFault }),
     ).toThrow(
-      /decision.lookupFault .* is refused: absent, or on a budget-exceeded decision a fault whose refusal is one of threw, not-finite, went-back/,
+      /decision.lookupFault .* is refused: absent, or on a budget-exceeded decision a fault whose refusal is one of threw, re-entered, not-finite, went-back/,
     );
     const fault = { refusal: 'threw', detail: 'the lookup clock (context.clock) failed, it threw: gone' } as const;
     expect(codeOf(thrown(() => metrics.decided({ action: 'pull', reason: 'worth-it', lookupFault: fault })))).toBe(
