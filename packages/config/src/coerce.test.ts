@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { coerceText } from './coerce.js';
+import { coerceText, writtenNumbersProblem } from './coerce.js';
 
 const boolean = { type: 'boolean' };
 const integer = { type: 'integer', minimum: 1 };
@@ -89,5 +89,21 @@ describe('coerceText', () => {
   it('passes strings and choices through unchanged', () => {
     expect(coerceText('ucx', { type: 'string', enum: ['ucx', 'loopback'] })).toEqual({ ok: true, value: 'ucx' });
     expect(coerceText(' spaced ', { type: 'string' })).toEqual({ ok: true, value: ' spaced ' });
+  });
+});
+
+describe('writtenNumbersProblem', () => {
+  it('holds the decimals a file wrote, its list items included, to the rule of env and argv numbers', () => {
+    expect(writtenNumbersProblem(['1.50', '2e3'], number)).toBeUndefined();
+    expect(writtenNumbersProblem(['1', '1e-400'], numberList)).toBe(
+      'cannot read "1e-400" as a number without changing it: it would be 0 (a number keeps 15 significant digits, between 1e-307 and 1e308 in size)',
+    );
+    expect(writtenNumbersProblem(['9007199254740992'], integer)).toBe(
+      'cannot read "9007199254740992" as an integer exactly: past 9007199254740991, the largest a number holds exactly with every integer below it',
+    );
+  });
+
+  it('leaves the other forms YAML reads as numbers to the setting’s schema', () => {
+    expect(writtenNumbersProblem(['0x1F', '0o17', '.inf', '-.Inf', '.nan'], numberList)).toBeUndefined();
   });
 });

@@ -43,6 +43,25 @@ function coerceNumber(text: string, schema: ValueJsonSchema): Coerced {
   return { ok: true, value };
 }
 
+/** The schema of a list setting's items. */
+const itemSchemaOf = (schema: ValueJsonSchema): ValueJsonSchema => (schema['items'] ?? {}) as ValueJsonSchema;
+
+/**
+ * Why the numbers a settings file wrote for a setting of `schema` (its value, or its list's items) are
+ * refused, if they are: a decimal is held to the rule of env and argv numbers (`coerceNumber`), which the
+ * file's parser applies none of. The other forms YAML reads as numbers (`0x1f`, `0o17`, `.inf`) are left
+ * to the setting's schema.
+ */
+export function writtenNumbersProblem(texts: readonly string[], schema: ValueJsonSchema): string | undefined {
+  const numberSchema = schema['type'] === 'array' ? itemSchemaOf(schema) : schema;
+  for (const text of texts) {
+    if (!DECIMAL.test(text)) continue;
+    const coerced = coerceNumber(text, numberSchema);
+    if (!coerced.ok) return coerced.reason;
+  }
+  return undefined;
+}
+
 function coerceScalar(text: string, schema: ValueJsonSchema): Coerced {
   switch (schema['type']) {
     case 'boolean':
@@ -63,7 +82,7 @@ function coerceScalar(text: string, schema: ValueJsonSchema): Coerced {
  */
 export function coerceText(text: string, schema: ValueJsonSchema): Coerced {
   if (schema['type'] !== 'array') return coerceScalar(text, schema);
-  const itemSchema = (schema['items'] ?? {}) as ValueJsonSchema;
+  const itemSchema = itemSchemaOf(schema);
   const items = text === '' ? [] : text.split(',').map((item) => item.trim());
   const values: unknown[] = [];
   for (const item of items) {

@@ -274,6 +274,48 @@ describe('resolve: a number from env or argv is the number written', () => {
   });
 });
 
+describe('resolve: a number in a YAML or JSON file is the number written', () => {
+  it.each([
+    {
+      format: 'yaml' as const,
+      text: 'router:\n  minimum_estimated_ttft_saving_ms: 0.99999999999999999\n  minimum_transfer_prefix_blocks: 9007199254740993\n',
+    },
+    {
+      format: 'json' as const,
+      text: '{\n  "router": {\n    "minimum_estimated_ttft_saving_ms": 0.99999999999999999,\n    "minimum_transfer_prefix_blocks": 9007199254740993\n  }\n}\n',
+    },
+  ])('refuses one the $format parser would read otherwise, naming the file and the setting', ({ format, text }) => {
+    const origin = `ops.${format}`;
+    const error = thrown(
+      () => defineSettings([routerGroup]).resolve({ file: { text, format, origin } }),
+      InvalidSettingError,
+    );
+    const line = format === 'yaml' ? 2 : 3;
+    expect(error.invalid.map(({ setting, source, reason }) => [setting, source, reason])).toEqual([
+      [
+        'router.minimumEstimatedTtftSavingMs',
+        { source: 'file', path: origin, line },
+        'cannot read "0.99999999999999999" as a number without changing it: it would be 1 (a number keeps 15 significant digits, between 1e-307 and 1e308 in size)',
+      ],
+      [
+        'router.minimumTransferPrefixBlocks',
+        { source: 'file', path: origin, line: line + 1 },
+        'cannot read "9007199254740993" as a number without changing it: it would be 9007199254740992 (a number keeps 15 significant digits, between 1e-307 and 1e308 in size)',
+      ],
+    ]);
+    expect(error.message).toContain(
+      `  - router.minimum_estimated_ttft_saving_ms = 1 in file ${origin}:${line}: cannot read "0.99999999999999999"`,
+    );
+  });
+
+  it('takes one written with more digits than it needs, or in another form YAML reads', () => {
+    const { settings } = defineSettings([routerGroup]).resolve({
+      file: { text: 'router:\n  minimum_estimated_ttft_saving_ms: 2.50000\n  minimum_transfer_prefix_blocks: 0x10\n' },
+    });
+    expect(settings.router).toMatchObject({ minimumEstimatedTtftSavingMs: 2.5, minimumTransferPrefixBlocks: 16 });
+  });
+});
+
 describe('resolve: keys an object would take for its own machinery', () => {
   it('refuses __proto__, constructor and prototype in a YAML or JSON file as unknown names, never leaving one out', () => {
     const settings = defineSettings([routerGroup]);

@@ -38,7 +38,12 @@ describe('loadSettingsFile', () => {
       'from-configmap',
     );
     const data = { router: {} };
-    expect(loadSettingsFile({ data, origin: 'object' })).toEqual({ origin: 'object', data, lines: new Map() });
+    expect(loadSettingsFile({ data, origin: 'object' })).toEqual({
+      origin: 'object',
+      data,
+      lines: new Map(),
+      numbers: new Map(),
+    });
   });
 
   it('keeps the line of every section and key, in YAML and in JSON', () => {
@@ -49,6 +54,26 @@ describe('loadSettingsFile', () => {
     expect(yaml.lines.get('transport')).toEqual({ line: 6, keys: new Map([['backend', 7]]) });
     const json = loadSettingsFile(write('lines.json', '{\n  "drain": {\n    "failed_load_policy": "fail"\n  }\n}\n'));
     expect(json.lines.get('drain')).toEqual({ line: 2, keys: new Map([['failed_load_policy', 3]]) });
+  });
+
+  it('keeps the numbers of every key as written, its own or its list items, in YAML and in JSON', () => {
+    const yaml = loadSettingsFile({
+      text: 'router:\n  saving: 0.99999999999999999\n  name: "1.5"\n  sizes: [1e-400, two, 0x1F]\n',
+    });
+    expect(yaml.data).toEqual({ router: { saving: 1, name: '1.5', sizes: [0, 'two', 31] } });
+    expect(yaml.numbers).toEqual(
+      new Map([
+        ['router.saving', ['0.99999999999999999']],
+        ['router.sizes', ['1e-400', '0x1F']],
+      ]),
+    );
+    const json = loadSettingsFile({ text: '{"router": {"saving": 1.50, "sizes": [2E+3]}}', format: 'json' });
+    expect(json.numbers).toEqual(
+      new Map([
+        ['router.saving', ['1.50']],
+        ['router.sizes', ['2E+3']],
+      ]),
+    );
   });
 
   it('reads an empty document as null (no settings)', () => {

@@ -1,6 +1,6 @@
 import { lstatSync } from 'node:fs';
 import { extname, join, resolve } from 'node:path';
-import { isMap, isScalar, LineCounter, parseDocument, type Node } from 'yaml';
+import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Node } from 'yaml';
 import { describeValue } from '@kvreuse/errors';
 import { ConfigArgumentError, isRecord, SettingsFileError } from './errors.js';
 import { readTextFile } from './text-file.js';
@@ -31,6 +31,11 @@ export interface LoadedSettingsFile {
   readonly data: unknown;
   /** Where each section and key was written; empty for data given already parsed. */
   readonly lines: ReadonlyMap<string, SectionLines>;
+  /**
+   * The numbers of each key's value (`section.key`: its own, or its list's items) as the file wrote them,
+   * which the parser may have read otherwise (`0.99999999999999999` as 1); empty for data given already parsed.
+   */
+  readonly numbers: ReadonlyMap<string, readonly string[]>;
 }
 
 const INLINE = '<inline>';
@@ -49,13 +54,25 @@ function keyLines(node: unknown, lineCounter: LineCounter): Map<string, { line: 
   return lines;
 }
 
-function linesOf(contents: Node | null, lineCounter: LineCounter): Map<string, SectionLines> {
-  const sections = new Map<string, SectionLines>();
+/** The source text of `node` if it is a number, or of its items that are, if it is a list. */
+function numberTexts(node: unknown): string[] {
+  const nodes = isSeq(node) ? node.items : [node];
+  return nodes.flatMap((item) => (isScalar(item) && typeof item.value === 'number' ? [item.source as string] : []));
+}
+
+function positionsOf(contents: Node | null, lineCounter: LineCounter): Pick<LoadedSettingsFile, 'lines' | 'numbers'> {
+  const lines = new Map<string, SectionLines>();
+  const numbers = new Map<string, readonly string[]>();
   for (const [section, { line, value }] of keyLines(contents, lineCounter)) {
-    const keys = new Map([...keyLines(value, lineCounter)].map(([key, at]) => [key, at.line]));
-    sections.set(section, { line, keys });
+    const keys = new Map<string, number>();
+    for (const [key, at] of keyLines(value, lineCounter)) {
+      keys.set(key, at.line);
+      const texts = numberTexts(at.value);
+      if (texts.length > 0) numbers.set(`${section}.${key}`, texts);
+    }
+    lines.set(section, { line, keys });
   }
-  return sections;
+  return { lines, numbers };
 }
 
 /** Where `position` is in `text`, and the line drawn with a caret under it, as the YAML parser draws its errors. */
@@ -85,7 +102,7 @@ function parseText(
   text: string,
   format: SettingsFileFormat,
   origin: string,
-): Pick<LoadedSettingsFile, 'data' | 'lines'> {
+): Pick<LoadedSettingsFile, 'data' | 'lines' | 'numbers'> {
   if (format === 'json' && text.trim() !== '') refuseLaxJson(text, origin);
   const lineCounter = new LineCounter();
   // YAML 1.2 with the JSON schema reads JSON strictly (no `yes`, no bare words); both reject duplicate keys.
@@ -100,7 +117,7 @@ function parseText(
   } catch (cause) {
     throw new SettingsFileError(origin, `not valid ${format.toUpperCase()}: ${(cause as Error).message}`, { cause });
   }
-  return { data, lines: linesOf(document.contents, lineCounter) };
+  return { data, ...positionsOf(document.contents, lineCounter) };
 }
 
 /**
@@ -117,7 +134,7 @@ export function loadSettingsFile(input: SettingsFileInput): LoadedSettingsFile {
   }
   const origin = input.origin ?? INLINE;
   if ('text' in input) return { origin, ...parseText(input.text, input.format ?? 'yaml', origin) };
-  return { origin, data: input.data, lines: new Map() };
+  return { origin, data: input.data, lines: new Map(), numbers: new Map() };
 }
 
 function checkInput(input: SettingsFileInput): void {

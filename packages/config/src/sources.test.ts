@@ -9,7 +9,8 @@ import type { LoadedSettingsFile } from './settings-file.js';
 const every = compose(allSampleGroups, 'error');
 const readArgv = (argv: readonly string[]) => readArgvOf(every, argv);
 const readEnv = (env: Readonly<Record<string, string | undefined>>) => readEnvOf(every, env);
-const readFile = (file: Omit<LoadedSettingsFile, 'lines'>) => readFileOf(every, { ...file, lines: new Map() });
+const readFile = (file: Pick<LoadedSettingsFile, 'origin' | 'data'>) =>
+  readFileOf(every, { ...file, lines: new Map(), numbers: new Map() });
 
 function givenValues(argv: readonly string[]): [string, unknown, boolean][] {
   return readArgv(argv).values.map(({ setting, value, isText }) => [setting.path, value, isText]);

@@ -1,4 +1,5 @@
 import { describeValue } from '@kvreuse/errors';
+import { writtenNumbersProblem } from './coerce.js';
 import type { Composition } from './composition.js';
 import { ENV_PREFIX, type SettingDescription } from './descriptions.js';
 import { SettingsFileError, type InvalidSetting, type SettingSource, type UnknownSetting } from './errors.js';
@@ -95,7 +96,10 @@ function unknownTopLevelKey(
   );
 }
 
-export function readFile(composition: Composition, { origin, data, lines }: LoadedSettingsFile): SourceReading {
+export function readFile(
+  composition: Composition,
+  { origin, data, lines, numbers }: LoadedSettingsFile,
+): SourceReading {
   const reading = emptyReading();
   if (data === null || data === undefined) return reading;
   if (!isMapping(data)) {
@@ -138,9 +142,20 @@ export function readFile(composition: Composition, { origin, data, lines }: Load
       const setting = composition.byFileKey.get(name);
       if (setting === undefined) {
         reportUnmatched(reading, composition, { name, source, group: sectionKey, field: 'fileKey' });
-      } else {
-        reading.values.push({ setting, source, name, value, isText: false });
+        continue;
       }
+      const problem = writtenNumbersProblem(numbers.get(name) ?? [], setting.jsonSchema);
+      if (problem === undefined) reading.values.push({ setting, source, name, value, isText: false });
+      else
+        reading.invalid.push({
+          setting: setting.path,
+          name,
+          value,
+          source,
+          rule: setting.type,
+          reason: problem,
+          related: [],
+        });
     }
   }
   return reading;
