@@ -355,11 +355,12 @@ describe('resolve: a rule that throws', () => {
       () => defineSettings([ratioGroup]).safeResolve({ argv: ['--ratio-part', '16'] }),
       InvalidGroupError,
     );
-    expect([error.code, error.group, error.problems, error.cause]).toEqual([
+    expect([error.code, error.group, error.problems, error.cause, error.message]).toEqual([
       'INVALID_GROUP',
       'ratio',
-      ['rule ratio.part divides 8 threw instead of answering: parts past 8 are not written yet'],
+      ['the rule of setting part (ratio.part divides 8) threw instead of answering: parts past 8 are not written yet'],
       failure,
+      'settings group ratio: the rule of setting part (ratio.part divides 8) threw instead of answering: parts past 8 are not written yet',
     ]);
   });
 });

@@ -206,7 +206,8 @@ export class ResolveOptionsError extends KvreuseTypeError<ConfigErrorCode> {
 
 /**
  * A `defineGroup` declaration that cannot make a group, every problem listed; or a rule of a group that
- * throws instead of answering, when its group is defined or resolved (what it threw is the `cause`).
+ * throws instead of answering, when its group is defined or resolved (what it threw is the `cause`). Its
+ * message names the group, and each problem the setting or rule it is about.
  */
 export class InvalidGroupError extends KvreuseTypeError<ConfigErrorCode> {
   readonly code = 'INVALID_GROUP';
@@ -214,7 +215,7 @@ export class InvalidGroupError extends KvreuseTypeError<ConfigErrorCode> {
   readonly problems: readonly string[];
 
   constructor(group: string, problems: readonly string[], options?: ErrorOptions) {
-    super(`defineGroup ${group}: ${problems.join('; ')}`, options);
+    super(`settings group ${group}: ${problems.join('; ')}`, options);
     this.name = 'InvalidGroupError';
     this.group = group;
     this.problems = problems;

@@ -116,6 +116,7 @@ describe('defineGroup', () => {
       }),
     );
     expect(broken.problems).toEqual(['the defaults break rule pair.high ≥ pair.low']);
+    expect(broken.message).toBe('settings group pair: the defaults break rule pair.high ≥ pair.low');
   });
 
   it('refuses a rule that throws on the defaults, naming the rule, with what it threw as the cause', () => {
@@ -137,10 +138,11 @@ describe('defineGroup', () => {
         ],
       }),
     );
-    expect([error.group, error.problems, error.cause]).toEqual([
+    expect([error.group, error.problems, error.cause, error.message]).toEqual([
       'ratio',
-      ['rule ratio.part divides 8 threw instead of answering: no ratio of zero'],
+      ['the rule of setting part (ratio.part divides 8) threw instead of answering: no ratio of zero'],
       failure,
+      'settings group ratio: the rule of setting part (ratio.part divides 8) threw instead of answering: no ratio of zero',
     ]);
   });
 });

@@ -120,7 +120,7 @@ function problemsOf(name: unknown, declaration: unknown): string[] {
 
 /**
  * Whether `rule` holds for `values` of `group`. A rule that throws is a broken declaration, not a broken
- * setting: `InvalidGroupError` naming the rule, with what it threw as the cause.
+ * setting: `InvalidGroupError` naming the rule and its setting, with what it threw as the cause.
  */
 export function ruleHolds<Schemas extends Readonly<Record<string, z.ZodType>>>(
   group: string,
@@ -131,7 +131,11 @@ export function ruleHolds<Schemas extends Readonly<Record<string, z.ZodType>>>(
     return rule.holds(values);
   } catch (cause) {
     const thrown = cause instanceof Error ? cause.message : describeValue(cause);
-    throw new InvalidGroupError(group, [`rule ${rule.rule} threw instead of answering: ${thrown}`], { cause });
+    throw new InvalidGroupError(
+      group,
+      [`the rule of setting ${rule.setting} (${rule.rule}) threw instead of answering: ${thrown}`],
+      { cause },
+    );
   }
 }
 
