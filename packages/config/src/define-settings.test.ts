@@ -330,6 +330,41 @@ describe('resolve: keys an object would take for its own machinery', () => {
       names({ text: '{ "__proto__": { "router": 5 }, "constructor": 1, "prototype": 1 }', format: 'json' }),
     ).toEqual(['__proto__', 'constructor', 'prototype']);
   });
+
+  it.each([
+    { format: 'yaml' as const, text: 'constructor:\n  a: 1\nprototype:\n  b: 2\n__proto__:\n  c: 3\nno:\n  d: 4\n' },
+    {
+      format: 'json' as const,
+      text: '{\n"constructor": {"a": 1},\n"prototype": {"b": 2},\n"__proto__": {"c": 3},\n"no": {"d": 4}\n}',
+    },
+  ])(
+    "refuses a $format section named so, or no, under foreignGroups: 'ignore' too, as no other group's",
+    ({ format, text }) => {
+      const settings = defineSettings([routerGroup], { foreignGroups: 'ignore' });
+      const error = thrown(() => settings.resolve({ file: { text, format, origin: 'shared' } }), UnknownSettingError);
+      const line = format === 'yaml' ? 1 : 2;
+      expect(error.unknown.map(({ name, source, foreignGroup }) => [name, source, foreignGroup])).toEqual(
+        ['constructor', 'prototype', '__proto__', 'no'].map((name, index) => [
+          name,
+          { source: 'file', path: 'shared', line: line + index * (format === 'yaml' ? 2 : 1) },
+          undefined,
+        ]),
+      );
+      expect(error.message).toContain('constructor in file shared:');
+    },
+  );
+
+  it("refuses a variable or flag of such a group under foreignGroups: 'ignore' too", () => {
+    const settings = defineSettings([routerGroup], { foreignGroups: 'ignore' });
+    const error = thrown(
+      () => settings.resolve({ env: { KVREUSE_PROTOTYPE_A: '1' }, argv: ['--constructor-a', '1'] }),
+      UnknownSettingError,
+    );
+    expect(error.unknown.map(({ name, foreignGroup }) => [name, foreignGroup])).toEqual([
+      ['KVREUSE_PROTOTYPE_A', undefined],
+      ['--constructor-a', undefined],
+    ]);
+  });
 });
 
 describe('resolve: a rule that throws', () => {

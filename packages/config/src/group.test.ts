@@ -75,7 +75,7 @@ describe('defineGroup', () => {
     );
     expect(error.code).toBe('INVALID_GROUP');
     expect(error.problems).toEqual([
-      'the name must be one lowercase word (a-z), not "no"',
+      'the name must be one lowercase word (a-z), not "no", "constructor" or "prototype"',
       'unknown field extra (fields: description, settings, rules)',
       'description must be a non-empty string',
       'setting size_blocks: the name must be camelCase (a-z, A-Z, 0-9, starting with a-z)',
@@ -85,7 +85,7 @@ describe('defineGroup', () => {
     ]);
   });
 
-  it('refuses the name no (it would read as a negated flag), no settings, and defaults that break a rule', () => {
+  it('refuses the name no (it would read as a negated flag), constructor or prototype, no settings, and defaults that break a rule', () => {
     expect(
       groupError(() =>
         defineGroup('no', {
@@ -93,7 +93,17 @@ describe('defineGroup', () => {
           settings: { a: { schema: z.boolean(), default: false, description: 'a' } },
         }),
       ).problems,
-    ).toEqual(['the name must be one lowercase word (a-z), not "no"']);
+    ).toEqual(['the name must be one lowercase word (a-z), not "no", "constructor" or "prototype"']);
+    for (const name of ['constructor', 'prototype']) {
+      expect(
+        groupError(() =>
+          defineGroup(name, {
+            description: 'd',
+            settings: { a: { schema: z.boolean(), default: false, description: 'a' } },
+          }),
+        ).problems,
+      ).toEqual(['the name must be one lowercase word (a-z), not "no", "constructor" or "prototype"']);
+    }
     expect(groupError(() => defineGroup('empty', { description: 'd', settings: {} })).problems).toEqual([
       'settings must be an object of at least one setting',
     ]);

@@ -60,16 +60,16 @@ export interface SettingsGroup<
 const SETTING_NAME = /^[a-z][a-zA-Z0-9]*$/;
 /**
  * Group names are single lowercase words, so that `KVREUSE_<GROUP>_…`, `--<group>-…` and file sections
- * name their group unambiguously, even the group of a setting a process does not compose.
+ * name their group unambiguously, even the group of a setting a process does not compose. None is `no`,
+ * since `--no-<flag>` negates a boolean flag, nor `constructor` or `prototype`, names an object takes for
+ * its own machinery: a name of such a shape is never another group's.
  */
-export const GROUP_NAME = /^[a-z]+$/;
-/** `--no-<flag>` negates a boolean flag, so no group may be called `no`. */
-const RESERVED_GROUP_NAMES: readonly string[] = ['no'];
+export const GROUP_NAME = /^(?!(?:no|constructor|prototype)$)[a-z]+$/;
 
 function problemsOf(name: unknown, declaration: unknown): string[] {
   const problems: string[] = [];
-  if (typeof name !== 'string' || !GROUP_NAME.test(name) || RESERVED_GROUP_NAMES.includes(name)) {
-    problems.push('the name must be one lowercase word (a-z), not "no"');
+  if (typeof name !== 'string' || !GROUP_NAME.test(name)) {
+    problems.push('the name must be one lowercase word (a-z), not "no", "constructor" or "prototype"');
   }
   if (!isRecord(declaration))
     return [...problems, 'the declaration must be an object { description, settings, rules? }'];

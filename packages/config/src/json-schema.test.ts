@@ -5,7 +5,7 @@ import { compose } from './composition.js';
 import { settingsFileJsonSchema } from './json-schema.js';
 
 describe('settingsFileJsonSchema of one composition', () => {
-  it('holds the composed groups only, and allows other groups under foreignGroups: ignore', () => {
+  it('holds the composed groups only, and allows other groups under foreignGroups: ignore, never a name no group has', () => {
     const refusing = new Ajv2020({ strict: true }).compile(settingsFileJsonSchema(compose([routerGroup], 'error')));
     const ignoring = new Ajv2020({ strict: true }).compile(settingsFileJsonSchema(compose([routerGroup], 'ignore')));
     const shared = { router: { minimum_transfer_prefix_blocks: 8 }, transport: { heartbeat_interval_ms: 500 } };
@@ -13,5 +13,6 @@ describe('settingsFileJsonSchema of one composition', () => {
     expect(ignoring(shared)).toBe(true);
     expect(ignoring({ router: { minimum_transfer_prefix_block: 8 } })).toBe(false);
     expect(ignoring({ lease_ttl_ms: 1000 })).toBe(false);
+    for (const section of ['constructor', 'prototype', 'no']) expect(ignoring({ [section]: { a: 1 } })).toBe(false);
   });
 });
