@@ -47,10 +47,9 @@ export class PublicationRollbackError extends EndpointError {
     cause: unknown,
     readonly rollbackError: AggregateError,
   ) {
-    super(
-      `the publication failed (${messageOf(cause)}) and was not all given back: ${rollbackError.message}`,
-      { cause },
-    );
+    super(`the publication failed (${messageOf(cause)}) and was not all given back: ${rollbackError.message}`, {
+      cause,
+    });
   }
 }
 

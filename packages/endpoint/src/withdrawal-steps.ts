@@ -36,9 +36,7 @@ export function allWithdrawn(steps: readonly WithdrawalStep[], until: AbortSigna
         reject(
           new AggregateError(
             failed.map(({ error }) => error),
-            failed
-              .map(({ failure, error }) => `${failure}: ${messageOf(error)}`)
-              .join('; '),
+            failed.map(({ failure, error }) => `${failure}: ${messageOf(error)}`).join('; '),
           ),
         );
     };
