@@ -31,9 +31,12 @@ const tokens = (first: number, blocks: number): number[] => Array.from({ length:
  * feed breaks at its first batch (it stops following, and only it), then rank 1 stores 2 blocks.
  */
 async function watchTwoRanksOneStopping(extraArgs: string[]) {
+  // A name of its own per test: ZMQ releases an inproc name only once the closed socket's close has run on
+  // its I/O thread, after the previous test ended.
+  const endpoint = `inproc://watch-two-${extraArgs.join('') || 'table'}`;
   const ranks = [
-    await TestEngine.open({ blockSize: 4, endpoint: 'inproc://watch-two' }),
-    await TestEngine.open({ blockSize: 4, endpoint: 'inproc://watch-two_dp1', rank: 1 }),
+    await TestEngine.open({ blockSize: 4, endpoint }),
+    await TestEngine.open({ blockSize: 4, endpoint: `${endpoint}_dp1`, rank: 1 }),
   ] as const;
   engines.push(...ranks);
   const original = EngineInventoryFeed.prototype.apply;
@@ -47,7 +50,7 @@ async function watchTwoRanksOneStopping(extraArgs: string[]) {
   });
   try {
     const { out, printed, context } = capture();
-    const args = ['watch', '--vllm', 'inproc://watch-two', '--ranks', '2', '--block-size', '4', '--batches', '1'];
+    const args = ['watch', '--vllm', endpoint, '--ranks', '2', '--block-size', '4', '--batches', '1'];
     const watching = runCli([...args, ...extraArgs], context);
     await Promise.all(ranks.map((rank) => rank.waitForSubscribers()));
     await ranks[0].store(tokens(10, 1));
