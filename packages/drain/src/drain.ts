@@ -456,23 +456,18 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
     return outcome;
   }
 
-  /** Calls `hook` with its deadline and settles like it, or rejects once the deadline passes first (aborting its signal). */
-  #hookBefore<Value>(hook: (deadline: StepDeadline) => Promise<Value>, deadlineAt: number): Promise<Value> {
-    const abort = new AbortController();
-    const timeoutMs = Math.max(0, deadlineAt - this.#ledger.clock.now());
-    return this.#beforeDeadline(hook({ deadlineAt, timeoutMs, signal: abort.signal }), deadlineAt, abort);
-  }
-
   /**
-   * Settles like `work`, or rejects once the deadline passes first (aborting `abort` first: a `work` that
-   * rejects from the abort's listener settles it with its own error).
+   * Calls `hook` with its deadline and settles like it, or rejects once the deadline passes first (aborting its
+   * signal first: a hook that rejects from the abort's listener settles it with its own error).
    */
-  async #beforeDeadline<Value>(work: Promise<Value>, deadlineAt: number, abort: AbortController): Promise<Value> {
+  async #hookBefore<Value>(hook: (deadline: StepDeadline) => Promise<Value>, deadlineAt: number): Promise<Value> {
     const clock = this.#ledger.clock;
+    const abort = new AbortController();
+    const timeoutMs = Math.max(0, deadlineAt - clock.now());
     let timer: unknown;
     try {
       return await Promise.race([
-        work,
+        hook({ deadlineAt, timeoutMs, signal: abort.signal }),
         new Promise<never>((_, reject) => {
           timer = clock.setTimer(
             () => {
