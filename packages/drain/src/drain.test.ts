@@ -19,7 +19,7 @@ import { afterAll, describe, expect, it, type MockInstance, vi } from 'vitest';
 import { loopbackWorlds } from '../test/support/loopback-worlds.js';
 import { agentName, liveCounters, nextTurn, transport } from '../test/support/loopback-world.js';
 import { ManualClock } from '../test/support/manual-clock.js';
-import { DrainController, type ReadersOutcome, type ShutdownStepResult } from './drain.js';
+import { DrainController, type ReadersOutcome, type ShutdownStepResult, type StepDeadline } from './drain.js';
 import { InvalidDrainOptionError } from './errors.js';
 import { OperationLedger } from './ledger.js';
 import { PeerBook } from './peer-book.js';
@@ -34,6 +34,13 @@ const lastCall = (spy: MockInstance) => Math.max(...spy.mock.invocationCallOrder
 const stepOf = (steps: readonly ShutdownStepResult[], step: ShutdownStepResult['step']) =>
   steps.find((result) => result.step === step);
 const NO_READERS: ReadersOutcome = { released: 0, lapsed: 0, outstanding: 0 };
+/** A hook's promise that rejects with `message` when its step's signal aborts. */
+const rejectedAtAbort = (signal: AbortSignal, message: string) =>
+  new Promise<never>((_, reject) => signal.addEventListener('abort', () => reject(new Error(message))));
+/** A rank-part withdrawal that passes its rejection at the abort on through an `async` function. */
+const withdrawPart = async (signal: AbortSignal): Promise<void> => {
+  await rejectedAtAbort(signal, 'the rank part was not withdrawn');
+};
 
 describe('DrainController', () => {
   it('reports a bank its owner refuses back as retained, and a failed withdrawal as a failed step', async () => {
@@ -192,45 +199,65 @@ describe('DrainController', () => {
     expect(report.readers).toEqual({ released: 2, lapsed: 1, outstanding: 0 });
   });
 
-  it('gives a hanging withdrawal a quarter of the time, readers half of the rest, aborts their wait then and goes on', async () => {
-    const clock = new ManualClock();
-    const w = await world({ clock });
-    let wait: { deadlineAt: number; timeoutMs: number; signal: AbortSignal } | undefined;
-    const controller = new DrainController({
-      ledger: w.ledger,
-      shutdownDeadlineMs: 10_000,
+  it.each([
+    {
+      hooks: 'never settle',
       withdrawRankParts: () => new Promise(() => undefined),
-      waitForReaders: (given) => {
-        wait = given;
-        return new Promise(() => undefined);
+      waitForReaders: () => new Promise<never>(() => undefined),
+      withdrawalError: 'the deadline passed first',
+      readersError: 'the deadline passed first',
+    },
+    {
+      hooks: 'reject at their abort through async functions, with their own errors',
+      withdrawRankParts: async ({ signal }: StepDeadline) => {
+        await withdrawPart(signal);
       },
-    });
-    for (const rank of w.ranks) controller.addRank(rank);
-    const draining = controller.drain({ deadlineMs: 1_000 });
-    clock.advance(250);
-    await nextTurn();
-    expect(wait).toMatchObject({ deadlineAt: 625, timeoutMs: 375 });
-    expect(wait!.signal.aborted).toBe(false);
-    expect(w.ledger.intakeStopped).toBe(false);
-    clock.advance(375);
-    const report = await draining;
-    expect(wait!.signal.aborted).toBe(true);
-    expect(stepOf(report.steps, 'withdraw-rank-parts')).toMatchObject({
-      startedAt: 0,
-      durationMs: 250,
-      outcome: 'failed',
-      error: 'the deadline passed first',
-    });
-    expect(stepOf(report.steps, 'wait-for-readers')).toMatchObject({
-      startedAt: 250,
-      durationMs: 375,
-      outcome: 'failed',
-      error: 'the deadline passed first',
-    });
-    expect(stepOf(report.steps, 'stop-intake')).toMatchObject({ startedAt: 625, outcome: 'ok' });
-    expect(report).toMatchObject({ readers: undefined, banksRetained: [] });
-    expect(w.banks.map((bank) => bank.state)).toEqual(['returned', 'returned']);
-  });
+      waitForReaders: async ({ signal }: StepDeadline) => rejectedAtAbort(signal, '2 pins were still held'),
+      withdrawalError: 'the rank part was not withdrawn',
+      readersError: '2 pins were still held',
+    },
+  ])(
+    'gives a withdrawal a quarter of the time, readers half of the rest, aborts their wait then and goes on: hooks that $hooks',
+    async ({ withdrawRankParts, waitForReaders, withdrawalError, readersError }) => {
+      const clock = new ManualClock();
+      const w = await world({ clock });
+      let wait: StepDeadline | undefined;
+      const controller = new DrainController({
+        ledger: w.ledger,
+        shutdownDeadlineMs: 10_000,
+        withdrawRankParts,
+        waitForReaders: (given) => {
+          wait = given;
+          return waitForReaders(given);
+        },
+      });
+      for (const rank of w.ranks) controller.addRank(rank);
+      const draining = controller.drain({ deadlineMs: 1_000 });
+      clock.advance(250);
+      await nextTurn();
+      expect(wait).toMatchObject({ deadlineAt: 625, timeoutMs: 375 });
+      expect(wait!.signal.aborted).toBe(false);
+      expect(w.ledger.intakeStopped).toBe(false);
+      clock.advance(375);
+      const report = await draining;
+      expect(wait!.signal.aborted).toBe(true);
+      expect(stepOf(report.steps, 'withdraw-rank-parts')).toMatchObject({
+        startedAt: 0,
+        durationMs: 250,
+        outcome: 'failed',
+        error: withdrawalError,
+      });
+      expect(stepOf(report.steps, 'wait-for-readers')).toMatchObject({
+        startedAt: 250,
+        durationMs: 375,
+        outcome: 'failed',
+        error: readersError,
+      });
+      expect(stepOf(report.steps, 'stop-intake')).toMatchObject({ startedAt: 625, outcome: 'ok' });
+      expect(report).toMatchObject({ readers: undefined, banksRetained: [] });
+      expect(w.banks.map((bank) => bank.state)).toEqual(['returned', 'returned']);
+    },
+  );
 
   it("gives the withdrawals their step's deadline; one that rejects as its signal aborts is reported with its own error", async () => {
     const clock = new ManualClock();

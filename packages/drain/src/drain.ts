@@ -27,7 +27,8 @@ export interface StepDeadline {
   readonly timeoutMs: number;
   /**
    * Aborted when the deadline passes: stop waiting, the shutdown goes on. A hook whose promise rejects from
-   * this abort's listener has its own error reported (naming what had not ended, say), not the deadline's.
+   * this abort's listener, directly or through the `async` functions that wrap it, has its own error reported
+   * (naming what had not ended, say), not the deadline's.
    */
   readonly signal: AbortSignal;
 }
@@ -457,8 +458,10 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
   }
 
   /**
-   * Calls `hook` with its deadline and settles like it, or rejects once the deadline passes first (aborting its
-   * signal first: a hook that rejects from the abort's listener settles it with its own error).
+   * Calls `hook` with its deadline and settles like it, or, once the deadline passes first, aborts its signal
+   * and rejects with the deadline's own error. That rejection waits for the next turn of the event loop, so
+   * that a hook whose promise rejects from the abort's listener is reported with its own error even when
+   * `async` functions wrapping it take some turns of the microtask queue to pass its rejection on.
    */
   async #hookBefore<Value>(hook: (deadline: StepDeadline) => Promise<Value>, deadlineAt: number): Promise<Value> {
     const clock = this.#ledger.clock;
@@ -473,7 +476,7 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
             () => {
               const error = new Error('the deadline passed first');
               abort.abort(error);
-              reject(error);
+              setImmediate(() => reject(error));
             },
             Math.max(0, deadlineAt - clock.now()),
           );
