@@ -22,7 +22,7 @@ import type { PinChannel } from './pin-auth.js';
 import type { RemotePeers } from './remote-peers.js';
 import { type ServeOptions, SourceSide } from './source-side.js';
 import { thisHost } from './this-host.js';
-import { allWithdrawn, type WithdrawalStep } from './withdrawal-steps.js';
+import { notWithdrawn, type WithdrawalStep } from './withdrawal-steps.js';
 
 export interface EndpointPublicationOptions {
   readonly options: ReuseEndpointOptions;
@@ -124,11 +124,8 @@ export class EndpointPublication {
       // Stopped by a close: the close's drain withdraws what was published, within the close's deadline,
       // and its report names what it could not withdraw.
       if (closeCalled.aborted) throw error;
-      try {
-        await this.#withdrawAfterFailure();
-      } catch (rollbackError) {
-        throw new PublicationRollbackError(error, rollbackError as AggregateError);
-      }
+      const rollbackError = await this.#withdrawAfterFailure();
+      if (rollbackError !== undefined) throw new PublicationRollbackError(error, rollbackError);
       throw error;
     }
   }
@@ -139,8 +136,9 @@ export class EndpointPublication {
    * aborts then). Rejects naming each that failed once both ended, or each that failed or had not settled
    * when `until` aborted.
    */
-  withdraw(until: AbortSignal): Promise<void> {
-    return allWithdrawn(this.#rankPartSteps(), until);
+  async withdraw(until: AbortSignal): Promise<void> {
+    const failed = await notWithdrawn(this.#rankPartSteps(), until);
+    if (failed !== undefined) throw failed;
   }
 
   #rankPartSteps(): WithdrawalStep[] {
@@ -153,9 +151,9 @@ export class EndpointPublication {
   /**
    * Gives back what a publication that failed on its own had published: its inventory, readiness watch and
    * rank part, all begun at once and waited for until `transport.shutdownDeadlineMs` (the close's deadline)
-   * passes. Rejects with an `AggregateError` naming each that failed or had not settled by then.
+   * passes. Resolves with an `AggregateError` naming each that failed or had not settled by then, if any.
    */
-  async #withdrawAfterFailure(): Promise<void> {
+  async #withdrawAfterFailure(): Promise<AggregateError | undefined> {
     const { clock, options } = this.#deps;
     const deadline = new AbortController();
     const timer = clock.setTimer(
@@ -170,7 +168,7 @@ export class EndpointPublication {
     this.#readiness = undefined;
     this.#publication = undefined;
     try {
-      await allWithdrawn(steps, deadline.signal);
+      return await notWithdrawn(steps, deadline.signal);
     } finally {
       clock.clearTimer(timer);
     }

@@ -11,14 +11,17 @@ export interface WithdrawalStep {
 }
 
 /**
- * Resolves once every step ended well. Rejects with an `AggregateError` once every step ended and some failed,
- * or as soon as `until` aborts with some step unsettled: its message names each step that failed and each
- * that had not settled (`failure: why`, the abort's reason for the latter), its `errors` are theirs. The
- * rejection at the abort happens within the abort's listener, so that a drain racing this promise against
- * the same deadline reports it rather than its own.
+ * Waits for every step, or until `until` aborts, and never rejects. Resolves with `undefined` once every step
+ * ended well; otherwise, once every step ended or as soon as `until` aborts, with an `AggregateError` whose
+ * message names each step that failed and each that had not settled (`failure: why`, the abort's reason for the
+ * latter), its `errors` theirs. At the abort it resolves within the abort's listener, so that a drain racing
+ * this against the same deadline reports it rather than its own.
  */
-export function allWithdrawn(steps: readonly WithdrawalStep[], until: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
+export function notWithdrawn(
+  steps: readonly WithdrawalStep[],
+  until: AbortSignal,
+): Promise<AggregateError | undefined> {
+  return new Promise((resolve) => {
     const outcomes: (PromiseSettledResult<unknown> | undefined)[] = steps.map(() => undefined);
     let unsettled = steps.length;
     let done = false;
@@ -31,14 +34,14 @@ export function allWithdrawn(steps: readonly WithdrawalStep[], until: AbortSigna
         if (outcome === undefined) return [{ failure, error: until.reason as unknown }];
         return outcome.status === 'rejected' ? [{ failure, error: outcome.reason as unknown }] : [];
       });
-      if (failed.length === 0) resolve();
-      else
-        reject(
-          new AggregateError(
-            failed.map(({ error }) => error),
-            failed.map(({ failure, error }) => `${failure}: ${messageOf(error)}`).join('; '),
-          ),
-        );
+      resolve(
+        failed.length === 0
+          ? undefined
+          : new AggregateError(
+              failed.map(({ error }) => error),
+              failed.map(({ failure, error }) => `${failure}: ${messageOf(error)}`).join('; '),
+            ),
+      );
     };
     const settle = (index: number, outcome: PromiseSettledResult<unknown>): void => {
       outcomes[index] = outcome;
