@@ -152,6 +152,11 @@ export class EndpointPublication {
    * Gives back what a publication that failed on its own had published: its inventory, readiness watch and
    * rank part, all begun at once and waited for until `transport.shutdownDeadlineMs` (the close's deadline)
    * passes. Resolves with an `AggregateError` naming each that failed or had not settled by then, if any.
+   *
+   * All of the deadline, where a drain gives its withdrawals a quarter of its own: the drain shares its
+   * deadline with the readers' wait and the worker's operations, which a hanging discovery must not starve,
+   * while a publication that failed served no operation and has nothing else to spend the time on. A shorter
+   * share would only report parts as not given back that a slow discovery would still have withdrawn.
    */
   async #withdrawAfterFailure(): Promise<AggregateError | undefined> {
     const { clock, options } = this.#deps;

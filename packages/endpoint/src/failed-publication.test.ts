@@ -60,7 +60,7 @@ describe('ReuseEndpoint.publish() failing on its own', () => {
   });
 
   it.each(Object.keys(hangs) as (keyof typeof hangs)[])(
-    'rejects with PublicationRollbackError, its own (frozen) error the cause, once transport.shutdownDeadlineMs passed although %s never settles, its rollbackError naming it; the rest is withdrawn',
+    'rejects with PublicationRollbackError, its own (frozen) error the cause, once all of transport.shutdownDeadlineMs passed, not before, although %s never settles, its rollbackError naming it; the rest is withdrawn',
     async (hanging) => {
       const store = new MemoryDiscoveryStore();
       cleanups.push(() => store.close());
@@ -81,15 +81,22 @@ describe('ReuseEndpoint.publish() failing on its own', () => {
       const failure = Object.freeze(new Error('inventory store is down'));
       vi.spyOn(SourceSide.prototype, 'publishInventory').mockRejectedValueOnce(failure);
       await endpoint.register();
-      const rejected = endpoint.publish().then(
-        () => undefined,
-        (error: unknown) => error,
-      );
+      let settled = false;
+      const rejected = endpoint
+        .publish()
+        .then(
+          () => undefined,
+          (error: unknown) => error,
+        )
+        .finally(() => (settled = true));
       await rollbackBegan.promise;
       await rankPartWithdrawn.promise;
       // The withdrawal's own reactions to the revoked lease run before the deadline is forced.
       await nextTurn();
-      worker.clock.advance(defaultSettings.transport.shutdownDeadlineMs);
+      worker.clock.advance(defaultSettings.transport.shutdownDeadlineMs - 1);
+      await nextTurn();
+      expect(settled).toBe(false);
+      worker.clock.advance(1);
       const error = await rejected;
       expect(error).toBeInstanceOf(PublicationRollbackError);
       const rollbackError = new AggregateError([new Error('the deadline passed first')], hangs[hanging].named);
