@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { PublicationRollbackError } from './endpoint-publication.js';
 import {
   AllBlocksPinnedError,
   EndpointError,
@@ -68,6 +69,14 @@ describe('endpoint errors', () => {
       new PushFailedError('decode-0', 'WRITE of block 2 failed: remote disconnect'),
       'PUSH_FAILED',
       'push to decode-0 failed: WRITE of block 2 failed: remote disconnect',
+    ],
+    [
+      new PublicationRollbackError(
+        new Error('inventory store is down'),
+        new AggregateError([new Error('etcd unavailable')], 'the rank part was not withdrawn: etcd unavailable'),
+      ),
+      'PUBLICATION_NOT_ROLLED_BACK',
+      'the publication failed (inventory store is down) and was not all given back: the rank part was not withdrawn: etcd unavailable',
     ],
     [
       new PinTimeoutError('release', { tpRank: 2, ppRank: 1 }, 500),
