@@ -180,7 +180,7 @@ describe('layoutRankBanks', () => {
       }),
     ).toThrow(/applies to layer-separate banks only/);
     expect(() => layoutRankBanks(geometry, whole, { address: 0n, blocks: 3, planeStride: 100 })).toThrow(
-      /planeStride = 100: must be an integer ≥ 131072/,
+      /planeStride = 100: must be an integer from 131072 to 2\^53 − 1/,
     );
   });
 
@@ -230,17 +230,34 @@ describe('layoutRankBanks', () => {
     for (const planeStride of ['wide', -(2 ** 20), 1.5]) {
       expect(() => layoutRankBanks(qwen, whole, { address: 0n, blocks: 1, planeStride: planeStride as never })).toThrow(
         expect.objectContaining({
-          issues: [{ field: 'planeStride', value: planeStride, rule: 'must be an integer ≥ 131072 (one piece)' }],
+          issues: [
+            {
+              field: 'planeStride',
+              value: planeStride,
+              rule: 'must be an integer from 131072 to 2^53 − 1 (one piece)',
+            },
+          ],
         }),
       );
     }
+  });
+
+  it('refuses a blockStride or planeStride past 2^53 − 1 at that field, not as the span of the blocks', () => {
+    const refusal = (field: string, rule: string) =>
+      expect.objectContaining({ code: 'INVALID_BANK_LAYOUT', issues: [{ field, value: 2 ** 60, rule }] });
+    expect(() => layoutRankBanks(qwen, whole, { address: 0n, blocks: 2, blockStride: 2 ** 60 })).toThrow(
+      refusal('blockStride', 'must be an integer from 131072 to 2^53 − 1'),
+    );
+    expect(() => layoutRankBanks(qwen, whole, { address: 0n, blocks: 2, planeStride: 2 ** 60 })).toThrow(
+      refusal('planeStride', 'must be an integer from 131072 to 2^53 − 1 (one piece)'),
+    );
   });
 
   it('rejects options that cannot make valid banks, naming each', () => {
     const attempt = () => layoutRankBanks(qwen, whole, { address: [0n], blocks: 0, blockStride: 10, alignment: 3 });
     expect(attempt).toThrow(InvalidBankLayoutError);
     expect(attempt).toThrow(
-      /blocks = 0: must be a positive integer below 2\^31; blockStride = 10: must be an integer ≥ 131072; alignment = 3: must be a power of two; address = \[0n\]: must hold one address per bank \(56\)/,
+      /blocks = 0: must be a positive integer below 2\^31; blockStride = 10: must be an integer from 131072 to 2\^53 − 1; alignment = 3: must be a power of two; address = \[0n\]: must hold one address per bank \(56\)/,
     );
   });
 });

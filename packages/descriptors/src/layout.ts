@@ -268,6 +268,9 @@ export interface BankLayoutOptions {
 // In bigints: `&` on numbers keeps only the low 32 bits, so 3 × 2^32 would pass.
 const isPowerOfTwo = (n: number): boolean => Number.isSafeInteger(n) && n > 0 && (BigInt(n) & BigInt(n - 1)) === 0n;
 const isU64 = (value: unknown): value is bigint => typeof value === 'bigint' && value >= 0n && value < U64_LIMIT;
+// Past 2^53 − 1 a number no longer holds the stride the caller meant, so it is refused at its own field.
+const isStride = (value: number, minimum: number): boolean => Number.isSafeInteger(value) && value >= minimum;
+const strideRule = (minimum: number): string => `must be an integer from ${minimum} to 2^53 − 1`;
 
 /**
  * Lays out the banks of one rank: `bankCount` banks of `bankSpan` bytes, in (local layer, plane) order.
@@ -293,13 +296,13 @@ export function layoutRankBanks(
   if (!positiveCount.safeParse(blocks).success)
     issues.push({ field: 'blocks', value: blocks, rule: positiveCountRule });
   // The default is valid whenever planeStride is; a bad planeStride is that field's fault, reported below.
-  if (options.blockStride !== undefined && (!Number.isInteger(blockStride) || blockStride < minimumStride)) {
-    issues.push({ field: 'blockStride', value: blockStride, rule: `must be an integer ≥ ${minimumStride}` });
+  if (options.blockStride !== undefined && !isStride(blockStride, minimumStride)) {
+    issues.push({ field: 'blockStride', value: blockStride, rule: strideRule(minimumStride) });
   }
   if (planeStrided && geometry.bankLayout !== 'layer-separate') {
     issues.push({ field: 'planeStride', value: planeStride, rule: 'applies to layer-separate banks only' });
-  } else if (planeStrided && (!Number.isInteger(planeStride) || planeStride < piece)) {
-    issues.push({ field: 'planeStride', value: planeStride, rule: `must be an integer ≥ ${piece} (one piece)` });
+  } else if (planeStrided && !isStride(planeStride, piece)) {
+    issues.push({ field: 'planeStride', value: planeStride, rule: `${strideRule(piece)} (one piece)` });
   }
   if (!memKinds.includes(memKind)) issues.push({ field: 'memKind', value: memKind, rule: oneOfRule(memKinds) });
   if (!Number.isInteger(deviceId) || deviceId < 0 || deviceId > 2 ** 31 - 1) {
