@@ -80,6 +80,27 @@ describe('serializeRankPart refuses a part that throws while it is read', () => 
     });
   });
 
+  it('naming the field whose getter gives a bad value once, then throws while the refusal is worded', () => {
+    const [part] = rankPartsFor({ geometry: qwen, tpSize: 1, ppSize: 1, blocks: 2 });
+    let reads = 0;
+    const badOnce = Object.defineProperty({ ...part! }, 'version', {
+      enumerable: true,
+      get: () => {
+        reads++;
+        if (reads > 1) throw new RangeError('read again');
+        return 9;
+      },
+    });
+    expect(() => serializeRankPart(badOnce as never)).toThrow(
+      expect.objectContaining({
+        code: 'INVALID_RANK_PART',
+        workerId: part!.workerId,
+        issues: [{ field: 'version', value: undefined, rule: 'could not be read: read again' }],
+        cause: new RangeError('read again'),
+      }),
+    );
+  });
+
   it('naming the root when what threw cannot be found again', () => {
     const [part] = rankPartsFor({ geometry: qwen, tpSize: 1, ppSize: 1, blocks: 2 });
     let reads = 0;

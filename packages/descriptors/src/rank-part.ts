@@ -228,18 +228,30 @@ function brand(part: RankPart): RankPart {
 }
 
 /**
- * Parts the parser returns are frozen (deeply) and known to it as checked. Never throws: an input that
- * throws while it is read (a getter, a proxy) is a failure too.
+ * What `check` makes of `input` (parsing or encoding it), its refusal as `InvalidRankPartError`. An input that
+ * throws while it is read (a getter, a proxy), by `check` or while its refusal is worded, is refused too.
  */
-export function safeParseRankPart(input: unknown): SafeParseResult<RankPart, InvalidRankPartError> {
+function checkRankPartInput<T>(
+  input: unknown,
+  check: (input: unknown) => { success: true; data: T } | { success: false; error: z.ZodError },
+): SafeParseResult<T, InvalidRankPartError> {
   try {
-    const result = rankPartSchema.safeParse(input);
-    if (result.success) return { success: true, data: brand(result.data) };
+    const result = check(input);
+    if (result.success) return result;
     const { workerId, rank } = claimedIdentity(input);
     return { success: false, error: new InvalidRankPartError(workerId, rank, toFieldIssues(result.error, input)) };
   } catch (error) {
     return { success: false, error: unreadablePartError(input, error) };
   }
+}
+
+/**
+ * Parts the parser returns are frozen (deeply) and known to it as checked. Never throws: an input that
+ * throws while it is read (a getter, a proxy) is a failure too.
+ */
+export function safeParseRankPart(input: unknown): SafeParseResult<RankPart, InvalidRankPartError> {
+  const result = checkRankPartInput(input, (value) => rankPartSchema.safeParse(value));
+  return result.success ? { success: true, data: brand(result.data) } : result;
 }
 
 export function parseRankPart(input: unknown): RankPart {
@@ -263,15 +275,9 @@ export function checkedRankPart(part: RankPart): RankPart {
  * read (a getter, a proxy) is refused the same way, naming the field, with what it threw as the error's `cause`.
  */
 export function serializeRankPart(part: RankPart): RankPartWire {
-  let result: ReturnType<typeof rankPartSchema.safeEncode>;
-  try {
-    result = rankPartSchema.safeEncode(part);
-  } catch (error) {
-    throw unreadablePartError(part, error);
-  }
-  if (result.success) return result.data;
-  const { workerId, rank } = claimedIdentity(part);
-  throw new InvalidRankPartError(workerId, rank, toFieldIssues(result.error, part));
+  const result = checkRankPartInput(part, (value) => rankPartSchema.safeEncode(value as RankPart));
+  if (!result.success) throw result.error;
+  return result.data;
 }
 
 /** The error for a part that threw while it was read, naming the field that throws, with what it threw as `cause`. */
