@@ -65,16 +65,25 @@ const geometryFieldsSchema = z.strictObject(
  */
 export const geometrySchema = geometryFieldsSchema.superRefine(
   (geometry, ctx) => {
-    const issue = byteProductIssue({
+    const factors = {
       numLayers: geometry.numLayers,
       kvPlanes: geometry.kvPlanes,
       blockTokens: geometry.blockTokens,
       numKvHeads: geometry.numKvHeads,
       headDim: geometry.headDim,
       [`bytesPerElement(${geometry.dtype})`]: bytesPerElement(geometry.dtype),
+    };
+    const issue = byteProductIssue(factors);
+    if (issue === undefined) return;
+    const named = Object.entries(factors)
+      .map(([name, factor]) => `${name} ${factor}`)
+      .join(' × ');
+    ctx.addIssue({
+      code: 'custom',
+      path: [],
+      message: `the bytes of a block, ${named}, ${issue.rule}`,
+      params: { value: issue.value },
     });
-    if (issue !== undefined)
-      ctx.addIssue({ code: 'custom', path: [], message: `${issue.field} = ${issue.value}: ${issue.rule}` });
   },
   // Encoding a rank part gets here before the fields are checked, so they are checked here.
   { when: (payload) => payload.issues.length === 0 && geometryFieldsSchema.safeParse(payload.value).success },

@@ -62,6 +62,9 @@ export function toFieldIssues(error: z.ZodError, input: unknown): FieldIssue[] {
       const field = fieldPath([...issue.path, issue.keys.join(', ')]);
       return { field, value: issue.keys, rule: 'unknown field' };
     }
-    return { field: fieldPath(issue.path), value: valueAt(input, issue.path), rule: issue.message };
+    // A rule over several fields gives the value it judged, not the whole object holding them.
+    const judged = issue.code === 'custom' && issue.params !== undefined && 'value' in issue.params;
+    const value: unknown = judged ? issue.params?.['value'] : valueAt(input, issue.path);
+    return { field: fieldPath(issue.path), value, rule: issue.message };
   });
 }
