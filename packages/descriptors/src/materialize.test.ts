@@ -47,6 +47,27 @@ describe('materialize', () => {
     expect(firstDifference(run(plan), expected)).toBeUndefined();
   });
 
+  it('refuses a hand-made template whose routes reach past byte 2^53 − 1, or lack an entry, naming the route', () => {
+    const worker = workerFor({ geometry: { ...qwen, numLayers: 1 }, tpSize: 1, ppSize: 1, blocks: 4 });
+    const template = buildTransferTemplate(worker, worker);
+    const far = { ...template, sourceBase: BigUint64Array.of(2n ** 60n, 0n) };
+    expect(() => materialize(far, asLists([[0, 1]]))).toThrow(
+      expect.objectContaining({
+        code: 'INVALID_TRANSFER_TEMPLATE',
+        value: far,
+        message:
+          'invalid transfer template: route 0 must reach at most byte 2^53 − 1 of its source bank, as materialize ' +
+          'counts offsets in numbers; it has sourceBase 1152921504606846976n, sourceLimit.blocks 4, ' +
+          'sourceBlockStride 131072n, rows 1, sourceRowStride 131072n, rowBytes 131072n, ' +
+          'so it reaches byte 1152921504607371264',
+      }),
+    );
+    const short = { ...template, destinationRowStride: BigUint64Array.of(131_072n) };
+    expect(() => materialize(short, asLists([[0, 1]]))).toThrow(
+      /^invalid transfer template: route 1 must reach at most byte 2\^53 − 1 of its destination bank, .*destinationRowStride undefined, rowBytes 131072n$/,
+    );
+  });
+
   it('checks the blocks like prepareTransfer, and its options', () => {
     const worker = workerFor({ geometry: qwen, tpSize: 1, ppSize: 1, blocks: 4 });
     expect(() =>

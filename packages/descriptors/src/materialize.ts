@@ -22,10 +22,52 @@ function routesAsNumbers(template: TransferTemplate, first: number, end: number)
   };
 }
 
+const EXACT_LIMIT = BigInt(Number.MAX_SAFE_INTEGER);
+
+/**
+ * Refuses a template whose routes reach past byte 2^53 − 1 of a bank, or lack an entry, for the offsets are
+ * expanded as numbers. Templates from `buildTransferTemplate` never do (their workers' banks span less), but a
+ * template is a plain object anyone can put together.
+ */
+function checkRouteReach(template: TransferTemplate): void {
+  const end = template.pairRouteStart[template.pairs.length] ?? 0;
+  for (let r = template.pairRouteStart[0] ?? 0; r < end; r++) {
+    for (const side of ['source', 'destination'] as const) {
+      const terms = {
+        [`${side}Base`]: template[`${side}Base`][r],
+        [`${side}Limit.blocks`]: template[`${side}Limit`].blocks,
+        [`${side}BlockStride`]: template[`${side}BlockStride`][r],
+        rows: template.rows[r],
+        [`${side}RowStride`]: template[`${side}RowStride`][r],
+        rowBytes: template.rowBytes[r],
+      };
+      const reach = routeReach(Object.values(terms));
+      if (reach !== undefined && reach <= EXACT_LIMIT) continue;
+      const named = Object.entries(terms)
+        .map(([name, term]) => `${name} ${describeValue(term)}`)
+        .join(', ');
+      throw new InvalidTransferTemplateError(
+        template,
+        `route ${r} must reach at most byte 2^53 − 1 of its ${side} bank, as materialize counts offsets in ` +
+          `numbers; it has ${named}${reach === undefined ? '' : `, so it reaches byte ${reach}`}`,
+      );
+    }
+  }
+}
+
+/** `base + (blocks − 1) × blockStride + (rows − 1) × rowStride + rowBytes`, or `undefined` when a term is missing. */
+function routeReach(terms: readonly (number | bigint | undefined)[]): bigint | undefined {
+  if (!terms.every((term) => typeof term === 'bigint' || Number.isSafeInteger(term))) return undefined;
+  const [base, blocks, blockStride, rows, rowStride, rowBytes] = terms.map((term) => BigInt(term as number | bigint));
+  return base! + (blocks! - 1n) * blockStride! + (rows! - 1n) * rowStride! + rowBytes!;
+}
+
 /**
  * The explicit descriptors a template and two block lists stand for, one list per rank pair, in the
  * order the native library issues the template's routes (coalesced unless `coalesce: false`). For
- * tools, tests and transports that take explicit descriptors; checks the blocks like `prepareTransfer`.
+ * tools, tests and transports that take explicit descriptors; checks the blocks like `prepareTransfer`, and
+ * refuses a template whose routes reach past byte 2^53 − 1 of a bank or lack an entry
+ * (`InvalidTransferTemplateError`).
  * A template posted as is moves the same bytes without writing these descriptors.
  */
 export function materialize(
@@ -48,6 +90,7 @@ export function materialize(
   }
   const n = sourceBlocks.length;
   if (n === 0) return { pairs: [], totalBytes: 0n, descriptorCount: 0 };
+  checkRouteReach(template);
   const coalesce = options.coalesce ?? true;
   const pairs = template.pairs.map((pair, p): RankPairPlan => {
     const first = template.pairRouteStart[p] as number;
