@@ -2,7 +2,8 @@ import type { Geometry } from './geometry.js';
 import type { IncompatibilityCode, IncompatibilityReason } from './incompatibility.js';
 import type { RankId } from './rank-id.js';
 import { deriveShard, type IndexRange } from './shard.js';
-import { checkWorkerRanks, type Worker } from './worker.js';
+import type { RankPart } from './rank-part.js';
+import { checkedWorkerRanks, type Worker } from './worker.js';
 
 /** One rank pair of a transfer: which KV heads and layers (global indices) the source rank supplies. */
 export interface RankRoute {
@@ -49,8 +50,21 @@ function intersect(a: IndexRange, b: IndexRange): IndexRange | undefined {
  * `source.ranks[1].parallel.tpRank`, …). For assembled workers that costs a few comparisons per rank.
  */
 export function checkCompatibility(source: Worker, destination: Worker): CompatibilityResult {
-  checkWorkerRanks('source', source);
-  checkWorkerRanks('destination', destination);
+  return checkedCompatibility(source, destination).result;
+}
+
+/** What `checkCompatibility` checks, with the rank parts it checked: planning reads those, not the workers' own. */
+export function checkedCompatibility(
+  source: Worker,
+  destination: Worker,
+): { result: CompatibilityResult; sourceRanks: readonly RankPart[]; destinationRanks: readonly RankPart[] } {
+  const sourceRanks = checkedWorkerRanks('source', source);
+  const destinationRanks = checkedWorkerRanks('destination', destination);
+  return { result: compatibility(source, destination), sourceRanks, destinationRanks };
+}
+
+/** `checkCompatibility` of two workers whose ranks are checked. */
+function compatibility(source: Worker, destination: Worker): CompatibilityResult {
   const reasons: IncompatibilityReason[] = [];
   for (const { field, code } of matchingGeometry) {
     const from = source.geometry[field];

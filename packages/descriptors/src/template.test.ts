@@ -3,6 +3,7 @@ import { rankPartsFor, workerFor } from '../test/support.js';
 import {
   assembleWorker,
   buildTransferTemplate,
+  checkCompatibility,
   type Geometry,
   IncompatibleWorkersError,
   referenceGeometries,
@@ -96,5 +97,27 @@ describe('buildTransferTemplate', () => {
     const llama = workerFor({ geometry: referenceGeometries['llama-3.1-8b'], tpSize: 1, ppSize: 1, blocks: 8 });
     expect(() => buildTransferTemplate(llama, prefillTp1)).toThrow(IncompatibleWorkersError);
     expect(() => buildTransferTemplate(llama, prefillTp1)).toThrow(/NUM_LAYERS_MISMATCH/);
+  });
+});
+
+describe('buildTransferTemplate over hand-built workers', () => {
+  it('places pieces by the rank parts it checked, not by reading a part again', () => {
+    const spec = { geometry: { ...qwen, numLayers: 1 }, tpSize: 1, ppSize: 1, blocks: 4, planeStride: 131_072 };
+    const source = workerFor(spec);
+    const destination = workerFor({ ...spec, role: 'prefill' });
+    const [part] = rankPartsFor({ ...spec, role: 'prefill' });
+    const bank = part!.banks[0]!;
+    // A getter that gives the checked planeStride for as many reads as the check makes, then another.
+    let reads = 0;
+    let checkedReads = Infinity;
+    const shifty = Object.defineProperty({ ...bank }, 'planeStride', {
+      enumerable: true,
+      get: () => (++reads <= checkedReads ? bank.planeStride : 2n ** 60n),
+    });
+    const handBuilt = { ...destination, ranks: [{ ...part!, banks: [shifty] }] };
+    expect(checkCompatibility(source, handBuilt).ok).toBe(true);
+    checkedReads = reads;
+    reads = 0;
+    expect(buildTransferTemplate(source, handBuilt)).toEqual(buildTransferTemplate(source, destination));
   });
 });

@@ -1,4 +1,4 @@
-import { checkCompatibility, type RankRoute } from './compatibility.js';
+import { checkedCompatibility, type RankRoute } from './compatibility.js';
 import { IncompatibleWorkersError } from './errors.js';
 import { bytesPerElement } from './geometry.js';
 import { pieceSlot } from './layout.js';
@@ -67,11 +67,12 @@ export interface TransferTemplate {
   readonly byteLength: number;
 }
 
-/** The part of `rank` and its index in `worker.ranks`. */
-function sideOf(worker: Worker, rank: RankId): { part: RankPart; index: number } {
-  const index = rank.ppRank * worker.tpSize + rank.tpRank;
-  // Routes come from checkCompatibility over these very workers, so every rank exists.
-  return { part: worker.ranks[index] as RankPart, index };
+/** The part of `rank` among a worker's checked `ranks` and its index there, as in `Worker.ranks`. */
+function sideOf(ranks: readonly RankPart[], rank: RankId): { part: RankPart; index: number } {
+  // Checked ranks hold one part per rank at its index, and routes come from checking these very workers, so
+  // every rank of a route exists.
+  const index = rank.ppRank * (ranks[0] as RankPart).parallel.tpSize + rank.tpRank;
+  return { part: ranks[index] as RankPart, index };
 }
 
 /** Offset of head `head` (global) inside one piece of a rank holding `part`'s shard. */
@@ -155,7 +156,7 @@ function allocateTemplate(source: Worker, destination: Worker, pairs: readonly R
  * with the worker's sizes and geometry).
  */
 export function buildTransferTemplate(source: Worker, destination: Worker): TransferTemplate {
-  const compatibility = checkCompatibility(source, destination);
+  const { result: compatibility, sourceRanks, destinationRanks } = checkedCompatibility(source, destination);
   if (!compatibility.ok) throw new IncompatibleWorkersError(compatibility.reasons);
   const { routes: pairs } = compatibility.mapping;
   const planes = source.geometry.kvPlanes;
@@ -166,8 +167,8 @@ export function buildTransferTemplate(source: Worker, destination: Worker): Tran
   let blockBytes = 0n;
   let r = 0;
   pairs.forEach((pair, p) => {
-    const from = sideOf(source, pair.sourceRank);
-    const to = sideOf(destination, pair.destinationRank);
+    const from = sideOf(sourceRanks, pair.sourceRank);
+    const to = sideOf(destinationRanks, pair.destinationRank);
     template.pairSourceRank[p] = from.index;
     template.pairDestinationRank[p] = to.index;
     template.pairRouteStart[p] = r;

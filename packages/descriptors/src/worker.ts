@@ -170,20 +170,21 @@ function argumentError(field: string, value: unknown, rule: string): InvalidRank
 }
 
 /**
- * Throws `InvalidRankPartError` naming `argument` and the field at fault unless `worker` holds what planning reads
- * of a complete worker: one rank part per rank (`tpSize × ppSize` of them, at least one), each a valid part (one
- * the parser returned, else checked as `assembleWorker` checks it) at its own index `ppRank × tpSize + tpRank`,
- * with the worker's sizes and geometry. Its banks are then those of its shard. For a worker `assembleWorker`
- * returned it costs a few comparisons per rank.
+ * The rank parts of `worker` as checked, which are what planning reads: each the part itself when the parser
+ * returned it, else its parsed copy. Throws `InvalidRankPartError` naming `argument` and the field at fault
+ * unless `worker` holds what planning reads of a complete worker: one rank part per rank (`tpSize × ppSize` of
+ * them, at least one), each a valid part (checked as `assembleWorker` checks it) at its own index
+ * `ppRank × tpSize + tpRank`, with the worker's sizes and geometry. Its banks are then those of its shard. For a
+ * worker `assembleWorker` returned it costs a few comparisons per rank.
  */
-export function checkWorkerRanks(argument: string, worker: unknown): asserts worker is Worker {
+export function checkedWorkerRanks(argument: string, worker: unknown): readonly RankPart[] {
   checkWorkerArgument(argument, worker);
   const { ranks, tpSize, ppSize, geometry } = worker;
   if (ranks.length === 0 || ranks.length !== tpSize * ppSize) {
     const rule = `must hold one rank part per rank, tpSize × ppSize = ${tpSize * ppSize}, and at least one`;
     throw argumentError(`${argument}.ranks`, ranks, rule);
   }
-  ranks.forEach((rank: unknown, index) => {
+  return ranks.map((rank: unknown, index) => {
     const field = `${argument}.ranks[${index}]`;
     if (!isObject(rank)) throw argumentError(field, rank, 'a rank part (parseRankPart)');
     const part = checkedRankPartAt(field, rank as RankPart);
@@ -202,6 +203,7 @@ export function checkWorkerRanks(argument: string, worker: unknown): asserts wor
         throw argumentError(`${field}.geometry.${key}`, part.geometry[key], rule);
       }
     }
+    return part;
   });
 }
 
