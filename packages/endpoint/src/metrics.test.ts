@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import perfHooks from 'node:perf_hooks';
 import { Registry } from 'prom-client';
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { EndpointOptionError, MetricsPortError } from './errors.js';
 import { EndpointMetrics, listenMetrics } from './metrics.js';
 import { pinMessageRefusals } from './pin-auth.js';
@@ -24,10 +24,6 @@ function sample(text: string, series: string): number | undefined {
   }
   return undefined;
 }
-
-afterEach(() => {
-  vi.restoreAllMocks();
-});
 
 describe('EndpointMetrics', () => {
   it("kvreuse_pin_messages_refused_total's help names every reason it counts", async () => {
@@ -132,13 +128,18 @@ describe('EndpointMetrics', () => {
     new EndpointMetrics();
     const monitors = vi.spyOn(perfHooks, 'monitorEventLoopDelay');
     const observers = vi.spyOn(perfHooks.PerformanceObserver.prototype, 'observe');
-    const later = new Map(['a', 'b'].map((worker) => [worker, new EndpointMetrics({ labels: { worker } })]));
-    expect(monitors).not.toHaveBeenCalled();
-    expect(observers).not.toHaveBeenCalled();
-    for (const [worker, metrics] of later)
-      expect(await metrics.registry.metrics()).toMatch(
-        new RegExp(`^nodejs_eventloop_lag_seconds\\{worker="${worker}"\\} `, 'm'),
-      );
+    try {
+      const later = new Map(['a', 'b'].map((worker) => [worker, new EndpointMetrics({ labels: { worker } })]));
+      expect(monitors).not.toHaveBeenCalled();
+      expect(observers).not.toHaveBeenCalled();
+      for (const [worker, metrics] of later)
+        expect(await metrics.registry.metrics()).toMatch(
+          new RegExp(`^nodejs_eventloop_lag_seconds\\{worker="${worker}"\\} `, 'm'),
+        );
+    } finally {
+      monitors.mockRestore();
+      observers.mockRestore();
+    }
   });
 
   it('registers into a registry the caller owns', async () => {

@@ -16,7 +16,6 @@ import type { PinAdapter } from './pin-adapter.js';
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
-  vi.restoreAllMocks();
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
   expect(transport.counters()).toMatchObject({ liveAgents: 0, livePeers: 0, liveOperations: 0 });
 });
@@ -97,11 +96,12 @@ describe('peers of restarted remote workers', () => {
       const requestPin = pool.requestPin.bind(pool);
       const reached = deferred<void>();
       waiting.push(reached.promise);
-      vi.spyOn(pool as PinAdapter, 'requestPin').mockImplementationOnce(async (pinId, hashes) => {
+      const held = vi.spyOn(pool as PinAdapter, 'requestPin').mockImplementationOnce(async (pinId, hashes) => {
         reached.resolve();
         await adapterAnswers.promise;
         return requestPin(pinId, hashes);
       });
+      cleanups.push(async () => held.mockRestore());
     }
     const oldPull = pullAll(old, decode);
     await Promise.all(waiting);

@@ -1,6 +1,6 @@
 import perfHooks from 'node:perf_hooks';
 import { Registry } from 'prom-client';
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { codeOf } from '@kvreuse/errors';
 import { RouterOptionError } from './errors.js';
 import { registerDefaultMetrics, RouterMetrics } from './metrics.js';
@@ -13,10 +13,6 @@ function thrown(run: () => unknown): unknown {
   }
   return undefined;
 }
-
-afterEach(() => {
-  vi.restoreAllMocks();
-});
 
 describe('RouterMetrics', () => {
   it('counts each decision by action and reason, every possible series scraped from the first, with the process metrics', async () => {
@@ -35,18 +31,27 @@ describe('RouterMetrics', () => {
     new RouterMetrics();
     const monitors = vi.spyOn(perfHooks, 'monitorEventLoopDelay');
     const observers = vi.spyOn(perfHooks.PerformanceObserver.prototype, 'observe');
-    const later = [new RouterMetrics(), new RouterMetrics()];
-    expect(monitors).not.toHaveBeenCalled();
-    expect(observers).not.toHaveBeenCalled();
-    for (const metrics of later) expect(await metrics.text()).toMatch(/^nodejs_eventloop_lag_seconds /m);
+    try {
+      const later = [new RouterMetrics(), new RouterMetrics()];
+      expect(monitors).not.toHaveBeenCalled();
+      expect(observers).not.toHaveBeenCalled();
+      for (const metrics of later) expect(await metrics.text()).toMatch(/^nodejs_eventloop_lag_seconds /m);
+    } finally {
+      monitors.mockRestore();
+      observers.mockRestore();
+    }
   });
 
   it("registerDefaultMetrics puts the process's default metrics in a caller's registry once, starting no collector again", async () => {
     new RouterMetrics();
     const monitors = vi.spyOn(perfHooks, 'monitorEventLoopDelay');
     const registry = new Registry();
-    registerDefaultMetrics(registry);
-    expect(monitors).not.toHaveBeenCalled();
+    try {
+      registerDefaultMetrics(registry);
+      expect(monitors).not.toHaveBeenCalled();
+    } finally {
+      monitors.mockRestore();
+    }
     expect(await registry.metrics()).toMatch(/^process_cpu_user_seconds_total /m);
     expect(codeOf(thrown(() => registerDefaultMetrics(registry)))).toBe('INVALID_ROUTER_OPTION');
     expect(() => registerDefaultMetrics(registry)).toThrow('process_cpu_user_seconds_total');
