@@ -13,7 +13,6 @@ import {
   type EngineSubscriberOptions,
   maxEngineRanks,
   rankEndpoint,
-  rankEndpoints,
   subscribeEngineRanks,
 } from './engine-subscriber.js';
 import { sequenceBytes } from './replay-client.js';
@@ -528,29 +527,6 @@ describe('rankEndpoint', () => {
   });
 });
 
-describe('rankEndpoints', () => {
-  it("derives every rank's endpoint, refusing a count outside 1 to maxEngineRanks by name", () => {
-    expect(maxEngineRanks).toBe(1024);
-    expect(rankEndpoints('tcp://10.0.0.5:5557', 3)).toEqual([
-      'tcp://10.0.0.5:5557',
-      'tcp://10.0.0.5:5558',
-      'tcp://10.0.0.5:5559',
-    ]);
-    expect(rankEndpoints('ipc:///tmp/kv', 1024)).toHaveLength(1024);
-    for (const ranks of [0, 1025, 1.5, Number.NaN])
-      expect(() => rankEndpoints('ipc:///tmp/kv', ranks)).toThrow(
-        expect.objectContaining({
-          code: 'ENGINE_EVENTS_INVALID_INPUT',
-          argument: 'ranks',
-          reason: 'a number of ranks is a whole number from 1 to 1024',
-        }),
-      );
-    expect(() => rankEndpoints('tcp://10.0.0.5:65000', 537)).toThrow(
-      expect.objectContaining({ name: 'RankPortError', rank: 536 }),
-    );
-  });
-});
-
 /**
  * `engine`'s two ranks, each an inproc XPUB (rank 1's name is rank 0's with `_dp1` appended), followed by
  * `subscribeEngineRanks`; `publish(rank, seq)` sends that rank an empty batch and resolves once `onEvent` heard it.
@@ -749,6 +725,25 @@ describe('subscribeEngineRanks', () => {
       expect.objectContaining({ argument: 'options.endpoint' }),
     );
     expect(connect).toHaveBeenCalledTimes(1);
+  });
+
+  it('refuses a count of ranks that is not a whole number from 1 to maxEngineRanks, and a rank left no port, before it connects', async () => {
+    const connect = spied(vi.spyOn(Subscriber.prototype, 'connect'));
+    const feed = new EngineInventoryFeed({ inventory: new RetainedInventory(), scheme });
+    const options = { engine: 'engine-g', endpoint: 'tcp://10.0.0.5:65000', feed };
+    expect(maxEngineRanks).toBe(1024);
+    for (const ranks of [0, 1.5, Number.NaN])
+      await expect(subscribeEngineRanks({ ...options, ranks })).rejects.toThrow(
+        expect.objectContaining({
+          code: 'ENGINE_EVENTS_INVALID_INPUT',
+          argument: 'options.ranks',
+          reason: 'a number of ranks is a whole number from 1 to 1024',
+        }),
+      );
+    await expect(subscribeEngineRanks({ ...options, ranks: 537 })).rejects.toThrow(
+      expect.objectContaining({ name: 'RankPortError', rank: 536 }),
+    );
+    expect(connect).not.toHaveBeenCalled();
   });
 });
 

@@ -391,7 +391,7 @@ export type EngineRanksOptions = Omit<
 };
 
 /**
- * The most data-parallel ranks an engine is followed with (`subscribeEngineRanks`, `rankEndpoints`): each
+ * The most data-parallel ranks an engine is followed with (`subscribeEngineRanks`): each
  * is a publisher with a subscriber and sockets of its own, and a count past any engine's parallel degree
  * is a mistake, not a deployment.
  */
@@ -404,15 +404,6 @@ function checkRankCount(argument: string, ranks: unknown): void {
       ranks,
       `a number of ranks is a whole number from 1 to ${maxEngineRanks}`,
     );
-}
-
-/**
- * The endpoints of an engine's `ranks` data-parallel ranks (1 to `maxEngineRanks`), rank 0's being
- * `endpoint`, each as `rankEndpoint` derives it; refused as a whole when one rank's is.
- */
-export function rankEndpoints(endpoint: string, ranks: number): string[] {
-  checkRankCount('ranks', ranks);
-  return endpointsOfRanks('endpoint', endpoint, ranks);
 }
 
 function endpointsOfRanks(argument: string, endpoint: string, ranks: number): string[] {

@@ -42,7 +42,6 @@ export {
   type EngineSubscriberOptions,
   maxEngineRanks,
   rankEndpoint,
-  rankEndpoints,
   subscribeEngineRanks,
 } from './engine-subscriber.js';
 export { replayEndSeq } from './replay-client.js';
