@@ -53,9 +53,6 @@ const unboundedLookupOption: OptionSpec = {
     "the router's lookups run to their end however long they take, the lookup budget still priced into each pull: no lookup passes it on a busy machine",
 };
 
-/** `--unbounded-lookup`: the router's lookup clock, which never advances, so that no lookup passes its budget. */
-const unboundedLookupClock = (): number => 0;
-
 /** `--hold`: how the job waits for the signal that ends its hold; undefined without it. */
 function holdOf(args: CommandArgs, settings: Settings, context: CliContext): (() => Promise<string>) | undefined {
   if (!args.options.has('hold')) return undefined;
@@ -143,7 +140,7 @@ function jobOptions(
       blockUs: resolved.provenance.router.transferSourceEstimatedBlockUs.source !== 'default',
       prefillTokenUs: resolved.provenance.router.transferSourcePrefillTokenUs.source !== 'default',
     },
-    ...(args.options.has('unbounded-lookup') ? { clock: unboundedLookupClock } : {}),
+    unboundedLookup: args.options.has('unbounded-lookup'),
     ...(context.whenInterrupted === undefined ? {} : { whenInterrupted: context.whenInterrupted }),
   };
 }

@@ -54,6 +54,7 @@ import { hintLine, type PullReport, type RankMessage } from './rank-messages.js'
 import { RankProcesses, type RankSpec } from './rank-processes.js';
 import { type Compute, type DemoPriors, demoPriors, priorLines, thisMachine, withPriors } from './priors.js';
 import { readyWorker } from './ready-worker.js';
+import { warmUpRouter } from './router-warm-up.js';
 import { bankMemory, demoGpu, vramAdmissionGate } from './vram-banks.js';
 
 export interface MainJobOptions {
@@ -64,8 +65,11 @@ export interface MainJobOptions {
   readonly progress: (line: string) => void;
   /** Each request once it is served: the router's decision, and the prefill's receipt when it pulled (null when it recomputed without one). */
   readonly requestServed?: (request: string, decision: DemoDecision, receipt: PullReport | null) => void;
-  /** The router's monotonic clock, against which its lookup budget runs (default: the router's own). */
-  readonly clock?: () => number;
+  /**
+   * Every lookup runs to its end (`kvreuse demo --unbounded-lookup`): the router's lookup clock never
+   * advances, and the router is not warmed up first, as no cold lookup can spend the budget then.
+   */
+  readonly unboundedLookup?: boolean;
   /** How long each rank gets to start, and each step to answer. */
   readonly stepTimeoutMs?: number;
   /** The router's priors the settings give (by a flag, a variable or a settings file): those the run keeps instead of measuring. */
@@ -124,8 +128,8 @@ export function describeDecision(request: string, decision: RouteDecision): Demo
   };
 }
 
-const warmUpRounds = 16;
-const compilerSettleMs = 50;
+/** The router's lookup clock under `unboundedLookup`: it never advances, so no lookup passes its budget. */
+const unboundedLookupClock = (): number => 0;
 
 /** The router in the parent, with the calibration the prefill's receipts feed and the metrics that count its decisions. */
 export interface DemoRouter {
@@ -403,7 +407,7 @@ export async function decideTurn2(
     sources,
     activation,
     calibration,
-    ...(options.clock === undefined ? {} : { clock: options.clock }),
+    ...(options.unboundedLookup === true ? { clock: unboundedLookupClock } : {}),
   };
   const destination = { worker: prefill, localBlocks: 0 };
   const { blockTokens } = decode.geometry;
@@ -412,13 +416,9 @@ export async function decideTurn2(
     ...conversation.slice(0, sharedSystemBlocks * blockTokens),
     ...Array.from({ length: 10 * blockTokens }, (_, i) => otherToken(i + 1)),
   ];
-  // A deployment's router is warm. This one is new: its first decisions would spend the lookup budget
-  // (2 ms by default, charged with CPU time) compiling and running cold code on this thread, and where
-  // Node reports only the process's CPU time, the compiler threads optimizing it count too; so it decides
-  // each request a few times and forgets the answers, then lets the compiler finish.
-  for (let round = 0; round < warmUpRounds; round++)
+  await warmUpRouter(options.unboundedLookup === true, () => {
     for (const tokens of [turn2, shortRequest]) decide({ tokens, destination }, context);
-  await new Promise((resolve) => setTimeout(resolve, compilerSettleMs));
+  });
   const counted = { context, metrics: options.metrics };
   const pullDecision = decideCounted({ tokens: turn2, destination }, counted);
   const decisions = [
