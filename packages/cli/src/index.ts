@@ -12,29 +12,7 @@ export {
   type SignalledProcess,
   type WhenInterrupted,
 } from './interrupts.js';
-export {
-  AdmissionRefusedError,
-  ChildCommandError,
-  CleanupFailedError,
-  CliError,
-  type CliErrorCode,
-  DemoMessageError,
-  DemoProcessError,
-  DemoTransferError,
-  DiscoveryNotFoundError,
-  EtcdUnavailableError,
-  InputFileError,
-  MetricsUnavailableError,
-  NotACheckoutError,
-  PeerProtocolError,
-  PeerTimeoutError,
-  PeerUnreachableError,
-  SettingsNotValidError,
-  TransportUnavailableError,
-  UnknownCommandError,
-  UsageError,
-  WatchStoppedError,
-} from './errors.js';
+export type { CliErrorCode } from './errors.js';
 export { cliVersion, exitCodeOf, runCli } from './run.js';
 export { type InventorySummary, summarizeInventoryBatch } from './inventory-summary.js';
 export {

@@ -1,9 +1,11 @@
 /**
- * The demo's rank processes and the messages they exchange, for the repository's own tools that drive
- * them through faults of their own (the chaos runs). Not part of the public API: it changes with the demo.
+ * The demo's rank processes, the messages they exchange and the errors they throw, for the repository's
+ * own tools that drive them through faults of their own (the chaos runs). Not part of the public API: it
+ * changes with the demo.
  *
  * @module \@kvreuse/cli/internal
  */
+export { CliError, DemoMessageError, DemoProcessError } from './errors.js';
 export {
   RankProcesses,
   type RankDrain,

@@ -6,8 +6,15 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import { defaultSettings, DemoProcessError, type Settings } from '@kvreuse/cli';
-import { type HintLine, type PullReport, RankProcesses, type RankDrain, type RankSpec } from '@kvreuse/cli/internal';
+import { defaultSettings, type Settings } from '@kvreuse/cli';
+import {
+  DemoProcessError,
+  type HintLine,
+  type PullReport,
+  RankProcesses,
+  type RankDrain,
+  type RankSpec,
+} from '@kvreuse/cli/internal';
 import {
   ClusterSecret,
   type DiscoveryStore,
