@@ -10,7 +10,7 @@ import { deferred } from './deferred.js';
 import { type EndpointState, EndpointStateError } from './lifecycle.js';
 import type { ReuseEndpoint } from './reuse-endpoint.js';
 
-const cleanups = cleanupsAfterEach();
+const { cleanups } = cleanupsAfterEach();
 
 /** Each transfer or announcement a ready endpoint takes, started on `reader` (the prefill rank) or `server` (decode rank 1, which announces its own inventory). */
 const startedOnceClosing: Record<

@@ -11,7 +11,7 @@ import { deferred } from './deferred.js';
 import { PublicationRollbackError } from './endpoint-publication.js';
 import { SourceSide } from './source-side.js';
 
-const cleanups = cleanupsAfterEach();
+const { cleanups, own } = cleanupsAfterEach();
 
 /** What the rollback of a failed publication is left hanging on, and how each is made to hang. */
 const hangs = {
@@ -36,7 +36,7 @@ const hangs = {
   'the inventory withdrawal': {
     named: 'the inventory was not withdrawn: the deadline passed first',
     store: (store: MemoryDiscoveryStore, began: () => void) => {
-      vi.spyOn(SourceSide.prototype, 'withdrawInventory').mockImplementation(() => {
+      own(vi.spyOn(SourceSide.prototype, 'withdrawInventory')).mockImplementation(() => {
         began();
         return new Promise<void>(() => undefined);
       });
@@ -52,7 +52,7 @@ describe('ReuseEndpoint.publish() failing on its own', () => {
     const worker = await openWorker(store, { workerId: 'decode-0', role: 'decode', tpSize: 1, serve: true }, cleanups);
     const { endpoint } = worker.ranks[0]!;
     const failure = new Error('inventory store is down');
-    vi.spyOn(SourceSide.prototype, 'publishInventory').mockRejectedValueOnce(failure);
+    own(vi.spyOn(SourceSide.prototype, 'publishInventory')).mockRejectedValueOnce(failure);
     await endpoint.register();
     await expect(endpoint.publish()).rejects.toBe(failure);
     expect(endpoint.state).toBe('registered');
@@ -79,7 +79,7 @@ describe('ReuseEndpoint.publish() failing on its own', () => {
       const { endpoint } = worker.ranks[0]!;
       // Frozen: nothing can be added to it, and nothing is lost for that.
       const failure = Object.freeze(new Error('inventory store is down'));
-      vi.spyOn(SourceSide.prototype, 'publishInventory').mockRejectedValueOnce(failure);
+      own(vi.spyOn(SourceSide.prototype, 'publishInventory')).mockRejectedValueOnce(failure);
       await endpoint.register();
       let settled = false;
       const rejected = endpoint

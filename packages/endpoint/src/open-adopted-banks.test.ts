@@ -9,7 +9,7 @@ import { defaultSettings } from '../test/support/settings.js';
 import { EndpointOptionError } from './errors.js';
 import { ReuseEndpoint, type OpenRankOptions } from './reuse-endpoint.js';
 
-const cleanups = cleanupsAfterEach();
+const { cleanups } = cleanupsAfterEach();
 
 describe('ReuseEndpoint.open over adopted banks', () => {
   it('a refused option leaves the banks with the caller, untouched: none is released, and they open once the options are right', async () => {

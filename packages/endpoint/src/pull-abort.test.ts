@@ -7,7 +7,7 @@ import { holdGrants } from '../test/support/held-grants.js';
 import type { PinAdapter } from './pin-adapter.js';
 import { RemotePeers } from './remote-peers.js';
 
-const cleanups = cleanupsAfterEach();
+const { cleanups, own } = cleanupsAfterEach();
 
 const pair = () => servingPair(cleanups);
 const destinationBlocks = (count: number) => Uint32Array.from({ length: count }, (_, i) => i);
@@ -29,7 +29,7 @@ describe('ReuseEndpoint.pull aborted', () => {
 
   it('a pull aborted while it waits for its pins ends at once with the abort; the pins granted afterwards are given back', async () => {
     const { decode, reader, pinsHeld } = await pair();
-    const grants = holdGrants(decode);
+    const grants = holdGrants(own, decode);
     const { pulling, controller } = abortablePull(decode, reader);
     await vi.waitFor(() => expect(grants).toHaveLength(2), { timeout: 20_000, interval: 5 });
     controller.abort(new Error('the request was cancelled'));
@@ -46,11 +46,11 @@ describe('ReuseEndpoint.pull aborted', () => {
     const { decode, reader } = await pair();
     const loads: (() => void)[] = [];
     const load = reader.agent.loadPeerInBackground.bind(reader.agent);
-    vi.spyOn(reader.agent, 'loadPeerInBackground').mockImplementation(
+    own(vi.spyOn(reader.agent, 'loadPeerInBackground')).mockImplementation(
       (...args) => new Promise((resolve, reject) => loads.push(() => void load(...args).then(resolve, reject))),
     );
-    const given = vi.spyOn(RemotePeers.prototype, 'release');
-    const asked = decode.ranks.map(({ pool }) => vi.spyOn(pool as PinAdapter, 'requestPin'));
+    const given = own(vi.spyOn(RemotePeers.prototype, 'release'));
+    const asked = decode.ranks.map(({ pool }) => own(vi.spyOn(pool as PinAdapter, 'requestPin')));
     const { pulling, controller } = abortablePull(decode, reader);
     await vi.waitFor(() => expect(loads).toHaveLength(1), { timeout: 20_000, interval: 5 });
     controller.abort(new Error('the request was cancelled'));

@@ -27,7 +27,7 @@ import { EndpointMetrics } from './metrics.js';
 import type { HeldPin } from './pins.js';
 import { holdGrants } from '../test/support/held-grants.js';
 
-const cleanups = cleanupsAfterEach();
+const { cleanups, own } = cleanupsAfterEach();
 
 async function pair() {
   const metrics = new EndpointMetrics();
@@ -97,11 +97,11 @@ describe('ReuseEndpoint.pull', () => {
     for (const { pool } of decode.ranks) {
       const requestPin = pool.requestPin.bind(pool);
       const releasePin = pool.releasePin.bind(pool);
-      vi.spyOn(pool, 'requestPin').mockImplementation((pinId, hashes) => {
+      own(vi.spyOn(pool, 'requestPin')).mockImplementation((pinId, hashes) => {
         prefill.clock.advance(5);
         return requestPin(pinId, hashes);
       });
-      vi.spyOn(pool, 'releasePin').mockImplementation((pinId) => {
+      own(vi.spyOn(pool, 'releasePin')).mockImplementation((pinId) => {
         prefill.clock.advance(3);
         releasePin(pinId);
       });
@@ -132,7 +132,7 @@ describe('ReuseEndpoint.pull', () => {
       beforeRelease: () => new Promise<void>((resolve) => (letGo = resolve)),
     });
     expect(receipt).toMatchObject({ blocks: 4 });
-    const handedOn = vi.spyOn(DrainController.prototype, 'drain');
+    const handedOn = own(vi.spyOn(DrainController.prototype, 'drain'));
     const draining = reader.endpoint.drain({ deadlineMs: 1_000 });
     prefill.clock.advance(1_000);
     const report = await draining;
@@ -150,19 +150,22 @@ describe('ReuseEndpoint.pull', () => {
     const { decode, reader } = await pair();
     await reader.endpoint.pull({ hint: hintFor(decode, 4), destinationBlocks: destinationBlocks(4) });
     await reader.endpoint.pinsReleased();
-    const handedOn = vi.spyOn(DrainController.prototype, 'drain');
+    const handedOn = own(vi.spyOn(DrainController.prototype, 'drain'));
     await reader.endpoint.drain({ deadlineMs: 1_000 });
     expect(handedOn).toHaveBeenCalledWith({ deadlineMs: 1_000 });
   });
 
   it('a drain waits for a pull in flight: the pull reads and verifies its blocks and gives its pins back before the drain goes on', async () => {
     const { decode, reader, pinsHeld } = await pair();
-    const grants = holdGrants(decode);
+    const grants = holdGrants(own, decode);
     const pulling = reader.endpoint.pull({ hint: hintFor(decode, 4), destinationBlocks: destinationBlocks(4) });
     await vi.waitFor(() => expect(grants).toHaveLength(2), { timeout: 20_000, interval: 5 });
     const seen: string[] = [];
     const goOn = DrainController.prototype.drain;
-    vi.spyOn(DrainController.prototype, 'drain').mockImplementation(function (this: DrainController<never>, options) {
+    own(vi.spyOn(DrainController.prototype, 'drain')).mockImplementation(function (
+      this: DrainController<never>,
+      options,
+    ) {
       seen.push(`the drain goes on, pins held: ${pinsHeld().join(', ')}`);
       return goOn.call(this, options);
     });
@@ -177,10 +180,10 @@ describe('ReuseEndpoint.pull', () => {
 
   it("a pull still in flight at the drain's deadline: the drain goes on without it; the pull, granted afterwards, reads nothing, says why and gives its pins back", async () => {
     const { decode, reader, prefill, pinsHeld } = await pair();
-    const grants = holdGrants(decode);
+    const grants = holdGrants(own, decode);
     const pulling = reader.endpoint.pull({ hint: hintFor(decode, 4), destinationBlocks: destinationBlocks(4) });
     await vi.waitFor(() => expect(grants).toHaveLength(2), { timeout: 20_000, interval: 5 });
-    const handedOn = vi.spyOn(DrainController.prototype, 'drain');
+    const handedOn = own(vi.spyOn(DrainController.prototype, 'drain'));
     const draining = reader.endpoint.drain({ deadlineMs: 1_000 });
     prefill.clock.advance(1_000);
     const report = await draining;
@@ -202,7 +205,7 @@ describe('ReuseEndpoint.pull', () => {
 
   it('a pull still pinning when its rank closes past the deadline ends at once: nothing posted, every pin request READER_CLOSED, no timer left', async () => {
     const { decode, reader, prefill } = await pair();
-    const grants = holdGrants(decode);
+    const grants = holdGrants(own, decode);
     const pulling = reader.endpoint.pull({ hint: hintFor(decode, 4), destinationBlocks: destinationBlocks(4) });
     await vi.waitFor(() => expect(grants).toHaveLength(2), { timeout: 20_000, interval: 5 });
     const closing = reader.endpoint.close({ deadlineMs: 1_000 });
@@ -304,7 +307,7 @@ describe('ReuseEndpoint.pull', () => {
     const { decode, reader, pinsHeld } = await servingPair(cleanups, {
       secret: ClusterSecret.readOrCreate(join(dir, 'another.secret')),
     });
-    const load = vi.spyOn(reader.agent, 'loadPeerInBackground');
+    const load = own(vi.spyOn(reader.agent, 'loadPeerInBackground'));
     const refused = await reader.endpoint
       .pull({ hint: hintFor(decode, 2), destinationBlocks: destinationBlocks(2) })
       .catch((error: unknown) => error);
@@ -580,7 +583,7 @@ describe('ReuseEndpoint.pull', () => {
 
   it('refuses destination blocks outside its banks or named twice before pinning anything', async () => {
     const { decode, reader } = await pair();
-    const requestPin = vi.spyOn(decode.ranks[0]!.pool, 'requestPin');
+    const requestPin = own(vi.spyOn(decode.ranks[0]!.pool, 'requestPin'));
     await expect(
       reader.endpoint.pull({ hint: hintFor(decode, 2), destinationBlocks: Uint32Array.of(0, 8) }),
     ).rejects.toMatchObject({

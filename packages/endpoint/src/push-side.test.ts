@@ -10,12 +10,12 @@ import { blockChecksums } from './block-checksum.js';
 import { EndpointOptionError } from './errors.js';
 import { EndpointStateError } from './lifecycle.js';
 
-const cleanups = cleanupsAfterEach();
+const { cleanups, own } = cleanupsAfterEach();
 
 describe('ReuseEndpoint.push', () => {
   it("writes the blocks into every destination rank's places, each post on the ledger, one template per rank pair", async () => {
     const { decode, reader } = await servingPair(cleanups);
-    const registerTemplate = vi.spyOn(reader.agent, 'registerTemplate');
+    const registerTemplate = own(vi.spyOn(reader.agent, 'registerTemplate'));
     const posted: unknown[] = [];
     reader.endpoint.ledger.on('posted', (operation) => posted.push(operation));
     const sourceBlocks = Uint32Array.of(0, 1, 2);
@@ -117,7 +117,10 @@ describe('ReuseEndpoint.push', () => {
     await vi.waitFor(() => expect(reader.endpoint.ledger.counts().posted).toBe(2), { timeout: 20_000, interval: 5 });
     const seen: string[] = [];
     const goOn = DrainController.prototype.drain;
-    vi.spyOn(DrainController.prototype, 'drain').mockImplementation(function (this: DrainController<never>, options) {
+    own(vi.spyOn(DrainController.prototype, 'drain')).mockImplementation(function (
+      this: DrainController<never>,
+      options,
+    ) {
       seen.push(`the drain goes on, ${reader.endpoint.ledger.counts().posted} WRITEs posted`);
       return goOn.call(this, options);
     });
@@ -133,7 +136,7 @@ describe('ReuseEndpoint.push', () => {
     const { reader, prefill } = await servingPair(cleanups);
     const loads: (() => void)[] = [];
     const loadPeer = reader.agent.loadPeerInBackground.bind(reader.agent);
-    vi.spyOn(reader.agent, 'loadPeerInBackground').mockImplementation(
+    own(vi.spyOn(reader.agent, 'loadPeerInBackground')).mockImplementation(
       (...args) => new Promise((resolve) => loads.push(() => resolve(loadPeer(...args)))),
     );
     const pushing = reader.endpoint.push({

@@ -20,7 +20,7 @@ import type { ReuseEndpoint } from './reuse-endpoint.js';
 import { SourceSide } from './source-side.js';
 import { allReady, chain, hintFor, openWorker, servingPair } from '../test/support/endpoint-workers.js';
 
-const cleanups = cleanupsAfterEach();
+const { cleanups, own } = cleanupsAfterEach();
 
 describe('ReuseEndpoint serving pins', () => {
   it('publishes its retained inventory, complete, once published, follows evictions, renews it, and withdraws it first at drain', async () => {
@@ -91,8 +91,8 @@ describe('ReuseEndpoint serving pins', () => {
       });
     });
     expect(await store.get(key)).toBeUndefined();
-    const grantLease = vi.spyOn(store, 'grantLease');
-    const revokeLease = vi.spyOn(store, 'revokeLease');
+    const grantLease = own(vi.spyOn(store, 'grantLease'));
+    const revokeLease = own(vi.spyOn(store, 'revokeLease'));
     await endpoint.announceInventory(chain.slice(0, 3), { tier: 'host', ttlMs: 600_000 });
     await endpoint.announceInventory(chain, { tier: 'host', ttlMs: 600_000 });
     expect(grantLease).toHaveBeenCalledOnce();
@@ -129,7 +129,7 @@ describe('ReuseEndpoint serving pins', () => {
 
   it('two announcements at once share one lease: the later one is the inventory', async () => {
     const { store, endpoint, key } = await announcingRank();
-    const grantLease = vi.spyOn(store, 'grantLease');
+    const grantLease = own(vi.spyOn(store, 'grantLease'));
     await Promise.all([
       endpoint.announceInventory(chain.slice(0, 3), { tier: 'host', ttlMs: 600_000 }),
       endpoint.announceInventory(chain, { tier: 'host', ttlMs: 600_000 }),
@@ -140,14 +140,14 @@ describe('ReuseEndpoint serving pins', () => {
       seq: 1,
       events: [{ type: 'stored', blocks: BigUint64Array.from(chain) }],
     });
-    const revokeLease = vi.spyOn(store, 'revokeLease');
+    const revokeLease = own(vi.spyOn(store, 'revokeLease'));
     await endpoint.drain({ deadlineMs: 60_000 });
     expect(revokeLease).toHaveBeenCalledWith((await grantLease.mock.results[0]!.value).id);
   });
 
   it('an announcement whose lease the store refuses rejects with its error; the next one asks for a lease again', async () => {
     const { store, endpoint, key } = await announcingRank();
-    const grantLease = vi.spyOn(store, 'grantLease').mockRejectedValueOnce(new Error('the store is read-only'));
+    const grantLease = own(vi.spyOn(store, 'grantLease')).mockRejectedValueOnce(new Error('the store is read-only'));
     await expect(endpoint.announceInventory(chain, { tier: 'host', ttlMs: 600_000 })).rejects.toThrow(
       'the store is read-only',
     );
@@ -161,15 +161,15 @@ describe('ReuseEndpoint serving pins', () => {
     const { store, endpoint, key } = await announcingRank();
     const grant = store.grantLease.bind(store);
     let letGrant = (): void => undefined;
-    const grantLease = vi
-      .spyOn(store, 'grantLease')
-      .mockImplementation((ttlMs) => new Promise((resolve) => (letGrant = () => resolve(grant(ttlMs)))));
-    const revokeLease = vi.spyOn(store, 'revokeLease');
+    const grantLease = own(vi.spyOn(store, 'grantLease')).mockImplementation(
+      (ttlMs) => new Promise((resolve) => (letGrant = () => resolve(grant(ttlMs)))),
+    );
+    const revokeLease = own(vi.spyOn(store, 'revokeLease'));
     const announcing = endpoint.announceInventory(chain, { tier: 'host', ttlMs: 600_000 });
     await vi.waitFor(() => expect(grantLease).toHaveBeenCalledOnce(), { timeout: 20_000, interval: 5 });
     // The lease is granted once the drain's inventory step has begun.
     const withdraw = SourceSide.prototype.withdrawInventory;
-    vi.spyOn(SourceSide.prototype, 'withdrawInventory').mockImplementation(function (this: SourceSide) {
+    own(vi.spyOn(SourceSide.prototype, 'withdrawInventory')).mockImplementation(function (this: SourceSide) {
       const withdrawn = withdraw.call(this);
       letGrant();
       return withdrawn;
@@ -269,7 +269,7 @@ describe('SourceSide', () => {
     const writeAsked = deferred<void>();
     const writeLet = deferred<void>();
     const commit = store.commit.bind(store);
-    vi.spyOn(store, 'commit').mockImplementationOnce(async (...args) => {
+    own(vi.spyOn(store, 'commit')).mockImplementationOnce(async (...args) => {
       writeAsked.resolve();
       await writeLet.promise;
       return commit(...args);
