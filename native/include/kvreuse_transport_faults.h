@@ -59,7 +59,19 @@ KVT_API kvt_status kvt_fault_pause_issue(uint32_t agent, uint64_t bytes);
  */
 KVT_API kvt_status kvt_fault_stall_progress(uint32_t agent, uint32_t stalled);
 
-/** Disarms every fault, delay, issue pause and stall of the agent; held operations complete promptly. */
+/**
+ * Takes the agent's heartbeat off its clock: from this call until kvt_fault_clear, it starts no probe round of
+ * its own (neither on its interval nor when probing would start), only the `rounds` asked here (0: none, only
+ * the switch). Each round is the one its interval would have run: it probes the peers with operations in
+ * flight or watched and counts a miss for each one still awaiting an answer, reporting it as usual. Returns
+ * once the rounds ran (or a shutdown began), so a test orders probes, answers and reports itself.
+ * KVT_ERR_NOT_ALLOWED while the agent's own progress thread is stalled (kvt_fault_stall_progress): no round
+ * would run.
+ */
+KVT_API kvt_status kvt_fault_heartbeat_rounds(uint32_t agent, uint32_t rounds);
+
+/** Disarms every fault, delay, issue pause and stall of the agent and puts its heartbeat back on its clock;
+ * held operations complete promptly. */
 KVT_API kvt_status kvt_fault_clear(uint32_t agent);
 
 #ifdef __cplusplus

@@ -5,6 +5,7 @@
 #include "agent.h"
 
 #include "heartbeat.h"
+#include "heartbeat_rounds.h"
 #include "peer_reports.h"
 #include "services/status.h"
 
@@ -72,13 +73,8 @@ void kvt_heartbeat_wake(kvt_agent *agent) {
     atomic_store_explicit(&agent->heartbeat_woken, true, memory_order_relaxed);
 }
 
-void kvt_heartbeat_tick(kvt_agent *agent) {
-    uint64_t now = kvt_now_ns();
-    /* A round is due on time, or at once when probing may start (a post or a watch while nothing was probed);
-     * never earlier while probing, since each round counts a miss. */
-    bool start = !agent->heartbeat_probing && atomic_load_explicit(&agent->heartbeat_woken, memory_order_relaxed) &&
-                 atomic_exchange_explicit(&agent->heartbeat_woken, false, memory_order_relaxed);
-    if (!start && now < atomic_load_explicit(&agent->next_heartbeat_ns, memory_order_relaxed)) return;
+/* Probes every followed peer and counts a miss for each one still awaiting an answer (round_locked). */
+static void run_round(kvt_agent *agent, uint64_t now) {
     pthread_mutex_lock(&agent->lock);
     atomic_store_explicit(&agent->next_heartbeat_ns, now + agent->heartbeat_interval_ms * KVT_NS_PER_MS,
                           memory_order_relaxed);
@@ -101,7 +97,24 @@ void kvt_heartbeat_tick(kvt_agent *agent) {
     free(targets);
 }
 
+void kvt_heartbeat_tick(kvt_agent *agent) {
+    if (kvt_heartbeat_rounds_on_demand(agent)) {
+        if (!kvt_heartbeat_round_asked(agent)) return;
+        run_round(agent, kvt_now_ns());
+        kvt_heartbeat_round_ran(agent);
+        return;
+    }
+    uint64_t now = kvt_now_ns();
+    /* A round is due on time, or at once when probing may start (a post or a watch while nothing was probed);
+     * never earlier while probing, since each round counts a miss. */
+    bool start = !agent->heartbeat_probing && atomic_load_explicit(&agent->heartbeat_woken, memory_order_relaxed) &&
+                 atomic_exchange_explicit(&agent->heartbeat_woken, false, memory_order_relaxed);
+    if (!start && now < atomic_load_explicit(&agent->next_heartbeat_ns, memory_order_relaxed)) return;
+    run_round(agent, now);
+}
+
 int kvt_heartbeat_next_timeout_ms(kvt_agent *agent) {
+    if (kvt_heartbeat_rounds_on_demand(agent)) return kvt_heartbeat_round_asked(agent) ? 0 : -1;
     if (!agent->heartbeat_probing) return -1;
     uint64_t now = kvt_now_ns(), due = atomic_load_explicit(&agent->next_heartbeat_ns, memory_order_relaxed);
     return due <= now ? 0 : (int)((due - now + KVT_NS_PER_MS - 1) / KVT_NS_PER_MS);

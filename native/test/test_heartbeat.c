@@ -545,6 +545,43 @@ static void a_repeated_watch_does_not_restart_the_judgement(void) {
     CHECK_OK(kvt_agent_destroy(agent));
 }
 
+/* Rounds on demand: a held heartbeat probes and counts misses only in the rounds asked for, each one run when the
+ * call returns, so the report comes in the round that counts the last miss; cleared, it is back on its clock. */
+static void heartbeat_rounds_run_on_demand(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_LOOPBACK, "the stall is a fault of a loopback agent in this process");
+    uint32_t source = make_agent("heartbeat-rounds-source");
+    uint32_t agent = make_agent("heartbeat-rounds-reader");
+    CHECK_OK(kvt_agent_set_heartbeat(agent, KVT_HEARTBEAT_MIN_INTERVAL_MS, 3));
+    CHECK_OK(kvt_fault_heartbeat_rounds(agent, 0));
+    uint64_t generation;
+    uint32_t peer = load_peer(agent, source, &generation);
+    CHECK_OK(kvt_peer_watch(agent, peer, 1));
+    CHECK_OK(kvt_fault_heartbeat_rounds(agent, 1));
+    CHECK(counter(agent, KVT_COUNTER_HEARTBEATS_SENT) == 1, "%llu probes after one round",
+          (unsigned long long)counter(agent, KVT_COUNTER_HEARTBEATS_SENT));
+    wait_counter_at_least(agent, KVT_COUNTER_HEARTBEAT_ANSWERS, 1); /* judged once it answered */
+    CHECK_OK(kvt_fault_stall_progress(source, 1));
+    CHECK(kvt_fault_heartbeat_rounds(source, 1) == KVT_ERR_NOT_ALLOWED, "rounds asked of a stalled agent");
+    /* The first round after the answer probes afresh; each later one counts a miss: two so far. */
+    CHECK_OK(kvt_fault_heartbeat_rounds(agent, 3));
+    event_log log = {.agent = agent};
+    events_seen(&log);
+    CHECK(log.count == 0 && counter(agent, KVT_COUNTER_HEARTBEATS_SENT) == 4, "%u reports, %llu probes", log.count,
+          (unsigned long long)counter(agent, KVT_COUNTER_HEARTBEATS_SENT));
+    CHECK_OK(kvt_fault_heartbeat_rounds(agent, 1));
+    events_seen(&log);
+    CHECK(log.count == 1 && log.peers[0] == peer && log.kinds[0] == KVT_PEER_EVENT_UNRESPONSIVE,
+          "%u reports, the first of kind %u", log.count, log.kinds[0]);
+    CHECK_OK(kvt_fault_stall_progress(source, 0));
+    wait_events(&log, 2, "the report of the resumed source's answer");
+    CHECK(log.kinds[1] == KVT_PEER_EVENT_RESPONSIVE, "second report of kind %u", log.kinds[1]);
+    CHECK_OK(kvt_fault_clear(agent));
+    wait_counter_at_least(agent, KVT_COUNTER_HEARTBEATS_SENT, 6); /* back on its clock */
+    CHECK_OK(kvt_peer_unload(agent, peer));
+    CHECK_OK(kvt_agent_destroy(source));
+    CHECK_OK(kvt_agent_destroy(agent));
+}
+
 /* A stalled agent is destroyed all the same: the destroy resumes its progress thread. */
 static void destroy_resumes_a_stalled_agent(void) {
     uint32_t agent = make_agent("heartbeat-stalled");
@@ -559,4 +596,4 @@ TEST_MAIN("heartbeat", TEST(bad_settings_are_refused), TEST(a_watched_peer_whose
           TEST(a_watched_idle_peer_is_probed_an_unwatched_one_is_not), TEST(an_unloaded_peer_takes_its_reports_along),
           TEST(a_peer_that_never_answered_is_not_judged), TEST(a_killed_peer_that_never_answered_is_reported),
           TEST(a_reloaded_peer_is_judged_afresh), TEST(a_repeated_watch_does_not_restart_the_judgement),
-          TEST(destroy_resumes_a_stalled_agent))
+          TEST(heartbeat_rounds_run_on_demand), TEST(destroy_resumes_a_stalled_agent))

@@ -103,6 +103,7 @@ kvt_status kvt_fault_clear(uint32_t agent_id) {
     atomic_store(&entry->faults->delay_ms, 0);
     atomic_store(&entry->faults->issue_limit, KVT_ISSUE_UNLIMITED);
     atomic_store(&entry->faults->progress_stalled, false);
+    atomic_store(&entry->faults->heartbeat_held, false);
     kvt_command_kick(entry->commands);
     pthread_mutex_unlock(entry->lock);
     kvt_entry_release(entry);

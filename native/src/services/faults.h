@@ -1,4 +1,5 @@
-/* Fault injection: one-shot failures, delayed completions, paused issuing, a stalled progress thread (faults.c). */
+/* Fault injection: one-shot failures, delayed completions, paused issuing, a stalled progress thread (faults.c),
+ * heartbeat rounds on demand (heartbeat_rounds.c). */
 #ifndef KVT_FAULTS_H
 #define KVT_FAULTS_H
 
@@ -24,6 +25,9 @@ typedef struct kvt_faults {
     _Atomic bool stall_entered;    /* the progress thread saw progress_stalled (kvt_fault_stall_progress waits) */
     _Atomic uint32_t delay_ms;     /* kvt_fault_delay_completions */
     _Atomic uint64_t issue_limit;  /* kvt_fault_pause_issue: bytes of each operation the backend may issue */
+    _Atomic bool heartbeat_held;   /* kvt_fault_heartbeat_rounds: the heartbeat runs only the rounds asked */
+    /* Rounds kvt_fault_heartbeat_rounds asked for so far, and how many of them the progress thread ran. */
+    _Atomic uint64_t heartbeat_rounds_asked, heartbeat_rounds_run;
 } kvt_faults;
 
 void kvt_faults_init(kvt_faults *faults);
