@@ -61,7 +61,22 @@ export class Faults {
     check(library, 'kvt_fault_stall_progress', library.api.kvt_fault_stall_progress(id, stalled ? 1 : 0));
   }
 
-  /** Disarms every fault, delay and stall; held operations complete promptly. */
+  /**
+   * Takes this agent's heartbeat off its clock and runs `rounds` probe rounds now (0: none): until `clear()`,
+   * it probes its peers and counts their misses only in the rounds asked here, each one the round its interval
+   * would have run, and returns once they ran. A test so orders probes, answers and `peer-unresponsive`
+   * reports itself: after an answered probe, the first round probes afresh and each later one counts a miss.
+   * Refused (NOT_ALLOWED) while this agent's own progress is stalled.
+   */
+  runHeartbeatRounds(rounds: number): void {
+    this.#agent.assertOpen('run heartbeat rounds');
+    if (!Number.isInteger(rounds) || rounds < 0 || rounds > 0xffff_ffff)
+      throw new InvalidArgumentError('rounds', rounds, 'must be an integer ≥ 0');
+    const { library, id } = this.#agent;
+    check(library, 'kvt_fault_heartbeat_rounds', library.api.kvt_fault_heartbeat_rounds(id, rounds));
+  }
+
+  /** Disarms every fault, delay and stall, and puts the heartbeat back on its clock; held operations complete promptly. */
   clear(): void {
     this.#agent.assertOpen('clear faults');
     const { library, id } = this.#agent;

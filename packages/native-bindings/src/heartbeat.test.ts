@@ -80,6 +80,44 @@ describe.each(testedBackends)('heartbeat on %s', (backend) => {
 });
 
 describe('heartbeat on loopback', () => {
+  it('runs the heartbeat rounds a test asks for, and no other, reporting a stalled peer in the round that counts its miss', async () => {
+    const source = await transport.createAgent({ name: agentName('heartbeat-rounds-source'), backend: 'loopback' });
+    const heartbeat = { heartbeatIntervalMs: heartbeatLimits.minIntervalMs, heartbeatMisses: 1 };
+    const reader = await transport.createAgent({ name: agentName('heartbeat-rounds'), backend: 'loopback', heartbeat });
+    for (const rounds of [-1, 1.5, '1', 2 ** 32]) {
+      expect(() => reader.faults.runHeartbeatRounds(rounds as number)).toThrow(
+        expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'rounds' }),
+      );
+    }
+    reader.faults.runHeartbeatRounds(0);
+    const peer = reader.loadPeer(source.metadata());
+    peer.watch();
+    reader.faults.runHeartbeatRounds(1);
+    expect(reader.counters().heartbeatsSent).toBe(1);
+    // The answer to the probe that round sent.
+    while (reader.counters().heartbeatAnswers === 0) await sleep(1);
+    source.faults.stallProgress(true);
+    expect(() => source.faults.runHeartbeatRounds(1)).toThrow(
+      expect.objectContaining({ code: 'NOT_ALLOWED', call: 'kvt_fault_heartbeat_rounds' }),
+    );
+    // The first round probes afresh; the second counts the one miss allowed.
+    reader.faults.runHeartbeatRounds(1);
+    expect(reader.pollPeerEvents()).toEqual([]);
+    reader.faults.runHeartbeatRounds(1);
+    expect(reader.pollPeerEvents()).toMatchObject([{ type: 'peer-unresponsive', cause: 'silent', peer }]);
+    expect(reader.counters().heartbeatsSent).toBe(3);
+
+    source.faults.stallProgress(false);
+    expect(await reader.nextPeerEvent()).toMatchObject({ type: 'peer-responsive', cause: 'answered', peer });
+    reader.faults.clear();
+    // Back on its clock: it probes the watched peer again without being asked.
+    while (reader.counters().heartbeatsSent === 3) await sleep(1);
+    peer.unload();
+    await reader.close();
+    await source.close();
+    expect(liveCounters()).toEqual(allZero);
+  });
+
   it('reports a peer whose connection failed as disconnected, then its reload as reloaded, and judges it afresh', async () => {
     const name = agentName('heartbeat-reloaded-source');
     let source = await transport.createAgent({ name, backend: 'loopback' });

@@ -322,6 +322,7 @@ export interface NativeApi {
   kvt_fault_fail(agent: number, point: number, nth: number, code: number): number;
   kvt_fault_delay_completions(agent: number, ms: number): number;
   kvt_fault_stall_progress(agent: number, stalled: number): number;
+  kvt_fault_heartbeat_rounds(agent: number, rounds: number): number;
   kvt_fault_clear(agent: number): number;
   kvt_sidecar_listen(path: string, outListener: Uint32Array): number;
   kvt_sidecar_wake_fd(listener: number, outFd: Int32Array): number;
@@ -456,6 +457,7 @@ const prototypes: { readonly [K in keyof NativeApi]: string } = {
   kvt_fault_fail: 'int32_t kvt_fault_fail(uint32_t agent, uint32_t point, uint32_t nth, int32_t code)',
   kvt_fault_delay_completions: 'int32_t kvt_fault_delay_completions(uint32_t agent, uint32_t ms)',
   kvt_fault_stall_progress: 'int32_t kvt_fault_stall_progress(uint32_t agent, uint32_t stalled)',
+  kvt_fault_heartbeat_rounds: 'int32_t kvt_fault_heartbeat_rounds(uint32_t agent, uint32_t rounds)',
   kvt_fault_clear: 'int32_t kvt_fault_clear(uint32_t agent)',
   kvt_sidecar_listen: 'int32_t kvt_sidecar_listen(const char *path, uint32_t *out_listener)',
   kvt_sidecar_wake_fd: 'int32_t kvt_sidecar_wake_fd(uint32_t listener, int32_t *out_fd)',
