@@ -1,5 +1,5 @@
 // The notification router on two real loopback agents: one consumer, handlers asked in order.
-import { type Agent, heartbeatLimits, loadTransport, type Notification } from '@kvreuse/native-bindings';
+import { type Agent, loadTransport, type Notification } from '@kvreuse/native-bindings';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { EndpointOptionError } from './errors.js';
 import { NotificationRouter } from './notification-router.js';
@@ -47,12 +47,12 @@ describe('NotificationRouter', () => {
   });
 
   it('goes on past a handler that throws or rejects: counted, told, and what it failed on passed to no other handler', async () => {
-    const heartbeat = { heartbeatIntervalMs: 20, heartbeatMisses: heartbeatLimits.maxMisses };
     const receiver = await transport.createAgent({
       name: `router-failing-receiver-${process.pid}`,
       backend: 'loopback',
-      heartbeat,
     });
+    // Its heartbeat runs only the rounds asked for below: it reports nothing else.
+    receiver.faults.runHeartbeatRounds(0);
     const senderName = `router-failing-sender-${process.pid}`;
     const sender = await transport.createAgent({ name: senderName, backend: 'loopback' });
     agents.push(receiver);
@@ -83,6 +83,8 @@ describe('NotificationRouter', () => {
 
     receiver.loadPeer(sender.metadata()).watch();
     await sender.close();
+    // The first round's probe finds the sender gone and fails the connection; the second reports it.
+    receiver.faults.runHeartbeatRounds(2);
     await vi.waitFor(() => expect(causes).toEqual(['disconnected']), { timeout: 20_000, interval: 5 });
     const reloaded = await transport.createAgent({ name: senderName, backend: 'loopback' });
     agents.push(reloaded);

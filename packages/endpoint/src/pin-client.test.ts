@@ -1,4 +1,5 @@
-import type { Agent, HeartbeatOptions, Peer } from '@kvreuse/native-bindings';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Agent, HeartbeatOptions, Peer, PeerEvent } from '@kvreuse/native-bindings';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { answered, loopbackPins, transport } from '../test/support/loopback-pins.js';
 import { holdUntilNotificationWaits } from '../test/support/held-thread.js';
@@ -73,6 +74,29 @@ async function pair(heartbeat?: HeartbeatOptions, clientOptions: Pick<PinClientO
     toReader,
     pin,
   };
+}
+
+/** pair() whose reader's heartbeat runs only the rounds a test asks for, and reports the source after one miss. */
+async function pairOnHeldHeartbeat() {
+  const paired = await pair({ heartbeatIntervalMs: 50, heartbeatMisses: 1 });
+  paired.readerAgent.faults.runHeartbeatRounds(0);
+  return paired;
+}
+
+/**
+ * Has the reader's held heartbeat probe the source and waits for its answer (a source is judged only once it
+ * answered), stalls the source, and runs the two rounds that probe it afresh and count its one miss: the
+ * report they made.
+ */
+async function stallSource(readerAgent: Agent, sourceAgent: Agent): Promise<PeerEvent> {
+  const answers = readerAgent.counters().heartbeatAnswers;
+  readerAgent.faults.runHeartbeatRounds(1);
+  while (readerAgent.counters().heartbeatAnswers === answers) await sleep(1);
+  sourceAgent.faults.stallProgress(true);
+  readerAgent.faults.runHeartbeatRounds(2);
+  const events = readerAgent.pollPeerEvents();
+  expect(events).toMatchObject([{ type: 'peer-unresponsive', cause: 'silent', peerName: sourceAgent.name }]);
+  return events[0] as PeerEvent;
 }
 
 /** Asks `client` to pin the one block of hash 10 on `sourcePeer`, without checksums. */
@@ -372,12 +396,9 @@ describe('PinClient', () => {
   });
 
   it('settles lost when the heartbeat reports the source unresponsive', async () => {
-    const { pin, readerAgent, sourceAgent, client } = await pair({ heartbeatIntervalMs: 50, heartbeatMisses: 10 });
+    const { pin, readerAgent, sourceAgent, client } = await pairOnHeldHeartbeat();
     const held = await pin([10n]);
-    // Judged only once the source has answered a probe; a live source answers within the ten intervals of grace.
-    while (readerAgent.counters().heartbeatAnswers === 0) await new Promise((resolve) => setTimeout(resolve, 10));
-    sourceAgent.faults.stallProgress(true);
-    client.peerEvent(await readerAgent.nextPeerEvent());
+    client.peerEvent(await stallSource(readerAgent, sourceAgent));
     expect(await held.lost).toMatchObject({
       reason: 'source-unresponsive',
       detail: expect.stringContaining(`its agent ${sourceAgent.name} answered no heartbeat for`),
@@ -402,15 +423,11 @@ describe('PinClient', () => {
   });
 
   it('ends a pin request at once when the heartbeat reports its source unresponsive before it answers, and fails later pins at once until it answers again', async () => {
-    const { client, clock, readerAgent, sourceAgent, sourcePeer, pool, toSource, toReader, pin } = await pair({
-      heartbeatIntervalMs: 50,
-      heartbeatMisses: 10,
-    });
+    const { client, clock, readerAgent, sourceAgent, sourcePeer, pool, toSource, toReader, pin } =
+      await pairOnHeldHeartbeat();
+    // The pending request has the source watched, so probed.
     const pinning = askForBlock10(client, sourcePeer);
-    // The pending request has the source probed; it is judged only once it has answered a probe.
-    while (readerAgent.counters().heartbeatAnswers === 0) await new Promise((resolve) => setTimeout(resolve, 10));
-    sourceAgent.faults.stallProgress(true);
-    client.peerEvent(await readerAgent.nextPeerEvent());
+    client.peerEvent(await stallSource(readerAgent, sourceAgent));
     const error = await pinning.catch((rejection: unknown) => rejection);
     expect(error).toBeInstanceOf(SourceUnresponsiveError);
     expect(error).toMatchObject({
@@ -437,9 +454,10 @@ describe('PinClient', () => {
     ).rejects.toMatchObject({ code: 'SOURCE_UNRESPONSIVE' });
     expect(readerAgent.counters().notificationsSent).toBe(sent);
 
+    // Resumed, the source answers the probe it was sent while stalled.
     sourceAgent.faults.stallProgress(false);
     const recovered = await readerAgent.nextPeerEvent();
-    expect(recovered.type).toBe('peer-responsive');
+    expect(recovered).toMatchObject({ type: 'peer-responsive', cause: 'answered' });
     client.peerEvent(recovered);
     // The abandoned request's late grant is given straight back.
     await toSource();
@@ -452,16 +470,15 @@ describe('PinClient', () => {
   });
 
   it('ends a pin request at once when its source closes before it answers, and asks again once the source is reloaded', async () => {
-    const { client, clock, readerAgent, sourceAgent, sourcePeer } = await pair({
-      heartbeatIntervalMs: 50,
-      heartbeatMisses: 10,
-    });
+    const { client, clock, readerAgent, sourceAgent, sourcePeer } = await pairOnHeldHeartbeat();
     const pinning = askForBlock10(client, sourcePeer);
-    while (readerAgent.counters().heartbeatAnswers === 0) await new Promise((resolve) => setTimeout(resolve, 10));
     await sourceAgent.close();
-    const event = await readerAgent.nextPeerEvent();
+    // The first round's probe finds the source gone and fails the connection; the second reports it.
+    readerAgent.faults.runHeartbeatRounds(2);
+    const [event, ...others] = readerAgent.pollPeerEvents();
+    expect(others).toEqual([]);
     expect(event).toMatchObject({ type: 'peer-unresponsive', cause: 'disconnected', peerName: sourceAgent.name });
-    client.peerEvent(event);
+    client.peerEvent(event as PeerEvent);
     await expect(pinning).rejects.toMatchObject({
       code: 'SOURCE_UNRESPONSIVE',
       reason: 'source-unresponsive',
@@ -513,15 +530,10 @@ describe('PinClient', () => {
   });
 
   it('ends a release at once when the heartbeat reports its source unresponsive before it acknowledges', async () => {
-    const { client, clock, readerAgent, sourceAgent, pin } = await pair({
-      heartbeatIntervalMs: 50,
-      heartbeatMisses: 10,
-    });
+    const { client, clock, readerAgent, sourceAgent, pin } = await pairOnHeldHeartbeat();
     const held = await pin([10n]);
-    while (readerAgent.counters().heartbeatAnswers === 0) await new Promise((resolve) => setTimeout(resolve, 10));
     const releasing = held.release();
-    sourceAgent.faults.stallProgress(true);
-    client.peerEvent(await readerAgent.nextPeerEvent());
+    client.peerEvent(await stallSource(readerAgent, sourceAgent));
     await expect(releasing).rejects.toMatchObject({
       code: 'SOURCE_UNRESPONSIVE',
       operation: 'release',
