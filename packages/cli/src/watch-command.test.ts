@@ -187,27 +187,33 @@ describe('kvreuse watch', () => {
     // Rank 1's ipc path is rank 0's with `_dp1`: 3 bytes past what a unix socket address holds.
     const path = `/tmp/${'w'.repeat(108 - '/tmp/'.length - 4)}`;
     const closed = vi.spyOn(EngineEventSubscriber.prototype, 'close');
-    const { out, context } = capture();
-    expect(await runCli(['watch', '--vllm', `ipc://${path}`, '--ranks', '2', '--batches', '1'], context)).toBe(2);
-    expect(out.stderr).toBe(
-      `kvreuse: watch: --vllm: rank 1 follows ipc://${path}_dp1: ZMQ cannot connect to it: File name too long (ENAMETOOLONG) (see kvreuse watch --help) [USAGE]\n`,
-    );
-    expect(closed).toHaveBeenCalledOnce();
-    closed.mockRestore();
+    try {
+      const { out, context } = capture();
+      expect(await runCli(['watch', '--vllm', `ipc://${path}`, '--ranks', '2', '--batches', '1'], context)).toBe(2);
+      expect(out.stderr).toBe(
+        `kvreuse: watch: --vllm: rank 1 follows ipc://${path}_dp1: ZMQ cannot connect to it: File name too long (ENAMETOOLONG) (see kvreuse watch --help) [USAGE]\n`,
+      );
+      expect(closed).toHaveBeenCalledOnce();
+    } finally {
+      closed.mockRestore();
+    }
   });
 
   it('refuses a replay endpoint ZMQ cannot connect to, naming --replay and the rank, before it follows any rank', async () => {
     // 108 bytes: one more than a unix socket address holds.
     const replay = `ipc:///tmp/${'r'.repeat(103)}`;
-    const closed = vi.spyOn(EngineEventSubscriber.prototype, 'close').mockClear();
-    const { out, context } = capture();
-    const args = ['watch', '--vllm', 'inproc://watch-replay', '--replay', replay, '--batches', '1'];
-    expect(await runCli(args, context)).toBe(2);
-    expect(out.stderr).toBe(
-      `kvreuse: watch: --replay: rank 0 follows ${replay}: ZMQ cannot connect to it: File name too long (ENAMETOOLONG) (see kvreuse watch --help) [USAGE]\n`,
-    );
-    expect(closed).not.toHaveBeenCalled();
-    closed.mockRestore();
+    const closed = vi.spyOn(EngineEventSubscriber.prototype, 'close');
+    try {
+      const { out, context } = capture();
+      const args = ['watch', '--vllm', 'inproc://watch-replay', '--replay', replay, '--batches', '1'];
+      expect(await runCli(args, context)).toBe(2);
+      expect(out.stderr).toBe(
+        `kvreuse: watch: --replay: rank 0 follows ${replay}: ZMQ cannot connect to it: File name too long (ENAMETOOLONG) (see kvreuse watch --help) [USAGE]\n`,
+      );
+      expect(closed).not.toHaveBeenCalled();
+    } finally {
+      closed.mockRestore();
+    }
   });
 
   it('ends with WATCH_STOPPED, naming each rank and why, once every rank it follows has stopped', async () => {
