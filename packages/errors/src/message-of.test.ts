@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { messageOf } from './message-of.js';
+import { causeSuffix, messageOf } from './message-of.js';
 
 describe('messageOf', () => {
   it("is an Error's message, its subclasses' included", () => {
@@ -42,5 +42,18 @@ describe('messageOf', () => {
       },
     );
     expect(messageOf(hostile)).toBe('a value that could not be put in words');
+  });
+});
+
+describe('causeSuffix', () => {
+  it("is ': ' and the message of a cause that is an Error", () => {
+    expect(causeSuffix(new Error('connection refused'))).toBe(': connection refused');
+    expect(causeSuffix(new TypeError('not a number'))).toBe(': not a number');
+  });
+
+  it('is empty for no cause and for a cause that is not an Error', () => {
+    expect(causeSuffix(undefined)).toBe('');
+    expect(causeSuffix('refused')).toBe('');
+    expect(causeSuffix({ message: 'looks like one' })).toBe('');
   });
 });

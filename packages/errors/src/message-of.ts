@@ -23,3 +23,11 @@ function described(thrown: unknown): string {
     return 'a value that could not be put in words';
   }
 }
+
+/**
+ * `: ` and the message of a cause that is an Error, to end an error's own message with; empty for anything
+ * else (no cause, a thrown value that is not an Error).
+ */
+export function causeSuffix(cause: unknown): string {
+  return cause instanceof Error ? `: ${messageOf(cause)}` : '';
+}
