@@ -1,4 +1,4 @@
-import { isKvreuseError, messageOf } from '@kvreuse/errors';
+import { isKvreuseError, keepCleanupFailures, messageOf } from '@kvreuse/errors';
 import { Subscriber } from 'zeromq';
 import { EngineBatchDecoder } from './decode-batch.js';
 import type { EngineEventBatch } from './engine-event.js';
@@ -414,8 +414,9 @@ function endpointsOfRanks(argument: string, endpoint: string, ranks: number): st
  * One subscriber per data-parallel rank of an engine. An endpoint refused, for any rank, names the
  * option it derives from (`options.endpoint`, `options.replayEndpoint`) and, when ZMQ cannot connect to
  * a rank's, the rank; every rank opened before is closed, its receive loop ended, before the promise
- * rejects. A close that fails is kept on the error's `cause` (an `AggregateError`, after the cause the
- * error had).
+ * rejects. A close that fails is kept with the error (`keepCleanupFailures`): on its `cause` (an
+ * `AggregateError` after the cause it had), or, where the error cannot keep it (not an Error, frozen), in a
+ * `CleanupFailedError` carrying both.
  */
 export async function subscribeEngineRanks(options: EngineRanksOptions): Promise<EngineEventSubscriber[]> {
   if (options === null || typeof options !== 'object')
@@ -445,7 +446,11 @@ export async function subscribeEngineRanks(options: EngineRanksOptions): Promise
       const source: EngineRankSource = { rank, workerId, subscriber };
       subscribers.push(subscriber);
     } catch (error) {
-      throw keepCloseFailures(rankRefusal(rank, options, error), await closeEach(subscribers));
+      throw keepCleanupFailures(
+        rankRefusal(rank, options, error),
+        'closing the ranks it had opened',
+        await closeEach(subscribers),
+      );
     }
   }
   return subscribers;
@@ -459,18 +464,6 @@ export async function subscribeEngineRanks(options: EngineRanksOptions): Promise
 async function closeEach(subscribers: readonly EngineEventSubscriber[]): Promise<unknown[]> {
   const outcomes = await Promise.allSettled(subscribers.map((subscriber) => subscriber.close()));
   return outcomes.flatMap((outcome) => (outcome.status === 'rejected' ? [outcome.reason as unknown] : []));
-}
-
-/** `error`, with `closeFailures` (if any) kept on its `cause` after the cause it had. */
-function keepCloseFailures(error: unknown, closeFailures: readonly unknown[]): unknown {
-  if (closeFailures.length === 0 || !(error instanceof Error)) return error;
-  const kept = 'cause' in error ? [error.cause, ...closeFailures] : closeFailures;
-  const cause = new AggregateError(
-    kept,
-    `closing the ranks opened before it failed: ${closeFailures.map(messageOf).join('; ')}`,
-  );
-  Reflect.defineProperty(error, 'cause', { value: cause, writable: true, configurable: true, enumerable: false });
-  return error;
 }
 
 /** Rank `rank`'s endpoint refused as ZMQ's refusal of the option it derives from, naming the rank. */
