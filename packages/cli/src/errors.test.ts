@@ -2,7 +2,6 @@ import { describe, expect, it } from 'vitest';
 import {
   AdmissionRefusedError,
   ChildCommandError,
-  CleanupFailedError,
   CliError,
   DiscoveryNotFoundError,
   etcdInstallHint,
@@ -85,12 +84,6 @@ describe('the errors of @kvreuse/cli', () => {
       'the peer 10.0.0.1:13700 refused the measurement: too large',
     ],
     [new ChildCommandError('node x', 3), 'CHILD_FAILED', 1, 'node x exited with 3'],
-    [
-      new CleanupFailedError('refused', new Error('closed twice'), 'closing the agent'),
-      'CLEANUP_FAILED',
-      1,
-      'refused; and closing the agent after it failed: closed twice',
-    ],
     [
       new MetricsUnavailableError('http://h:1/metrics', 'HTTP 404'),
       'METRICS_UNAVAILABLE',

@@ -1,7 +1,7 @@
 // Typed errors of @kvreuse/cli. Each carries a stable `code` and the exit status the binary ends with:
 // 2 for a command line, settings or input file the user has to fix, 1 for a failure while running.
 
-import { KvreuseError, messageOf } from '@kvreuse/errors';
+import { KvreuseError } from '@kvreuse/errors';
 export type CliErrorCode =
   | 'ADMISSION_REFUSED'
   | 'SETTINGS_NOT_VALID'
@@ -20,8 +20,7 @@ export type CliErrorCode =
   | 'METRICS_UNAVAILABLE'
   | 'PEER_UNREACHABLE'
   | 'PEER_TIMEOUT'
-  | 'PEER_PROTOCOL'
-  | 'CLEANUP_FAILED';
+  | 'PEER_PROTOCOL';
 
 export abstract class CliError extends KvreuseError<CliErrorCode> {
   abstract readonly exitCode: 1 | 2;
@@ -274,23 +273,5 @@ export class PeerProtocolError extends CliError {
     options?: ErrorOptions,
   ) {
     super(`the peer ${peer} ${why}`, options);
-  }
-}
-
-/**
- * A step failed with `thrown`, and undoing it failed with `cleanupFailure`, where `thrown` could not keep that
- * failure as its cause (not an Error, or an error frozen or refusing a cause): carries both, `thrown` as its
- * cause, and ends the binary as `thrown` would have.
- */
-export class CleanupFailedError extends CliError {
-  readonly code = 'CLEANUP_FAILED';
-  readonly exitCode: 1 | 2;
-  constructor(
-    readonly thrown: unknown,
-    readonly cleanupFailure: unknown,
-    undoing: string,
-  ) {
-    super(`${messageOf(thrown)}; and ${undoing} after it failed: ${messageOf(cleanupFailure)}`, { cause: thrown });
-    this.exitCode = thrown instanceof CliError ? thrown.exitCode : 1;
   }
 }

@@ -1,7 +1,8 @@
-import { DiscoveryClosedError, type DiscoveryStore, openDiscovery } from '@kvreuse/discovery';
+import { ClusterSecretError, DiscoveryClosedError, type DiscoveryStore, openDiscovery } from '@kvreuse/discovery';
+import { CleanupFailedError } from '@kvreuse/errors';
 import { describe, expect, it, vi } from 'vitest';
-import { CleanupFailedError } from './errors.js';
 import { startPublishing } from './publishing.js';
+import { exitCodeOf } from './run.js';
 import { defaultSettings } from './settings/all-settings.js';
 
 const memory = { ...defaultSettings.discovery, backend: 'memory' as const };
@@ -65,7 +66,7 @@ describe('a publishing whose start fails and whose store then fails to close', (
     await expect(rejected).rejects.toBeInstanceOf(CleanupFailedError);
     await expect(rejected).rejects.toMatchObject({
       thrown: 'no agent',
-      cleanupFailure: closeFailure,
+      cleanupFailures: [closeFailure],
       message: 'no agent; and abandoning the publishing after it failed: the store failed to close',
     });
   });
@@ -79,5 +80,20 @@ describe('a publishing whose start fails and whose store then fails to close', (
     ).rejects.toThrow(
       expect.objectContaining({ code: 'CLUSTER_SECRET_REFUSED', secret: 'discovery.secret_file', cause: closeFailure }),
     );
+  });
+
+  it('ends the binary as a frozen settings error would have, with the close’s failure kept beside it', async () => {
+    const closeFailure = new Error('the store failed to close');
+    const store = storeFailingToClose(closeFailure);
+    const frozen = Object.freeze(
+      new ClusterSecretError('/s', 'is not a regular file', { setting: 'discovery.secret_file' }),
+    );
+
+    const rejection: unknown = await startPublishing(store, memory, () => {
+      throw frozen;
+    }).catch((error: unknown) => error);
+
+    expect(rejection).toMatchObject({ code: 'CLEANUP_FAILED', thrown: frozen });
+    expect(exitCodeOf(rejection)).toBe(2);
   });
 });

@@ -1,5 +1,5 @@
 import { type ClusterSecret, type DiscoveryStore, openClusterSecret, SqliteDiscoveryStore } from '@kvreuse/discovery';
-import { keepCleanupFailure } from './cleanup-failure.js';
+import { keepCleanupFailures } from '@kvreuse/errors';
 import { checkSqlitePath, openDiscoveryFile } from './discovery.js';
 import { UsageError } from './errors.js';
 import type { Settings } from './settings/all-settings.js';
@@ -31,7 +31,7 @@ export async function abandonPublishing({ store, secret }: Publishing): Promise<
  * Starts what publishes to `store`: reads the cluster secret `discovery` names once the store is open (see
  * `Publishing`), and runs `start` with it, in this call. If either throws, the publishing is abandoned
  * (`abandonPublishing`) and the promise rejects with what was thrown, a failure to abandon it kept with it
- * (`keepCleanupFailure`).
+ * (`keepCleanupFailures`).
  */
 export async function startPublishing<T>(
   store: DiscoveryStore,
@@ -46,7 +46,7 @@ export async function startPublishing<T>(
     // What the caller hears is the start that failed, not a failure to undo it.
     throw await abandonPublishing({ store, secret }).then(
       () => error,
-      (abandonFailure: unknown) => keepCleanupFailure(error, abandonFailure, 'abandoning the publishing'),
+      (abandonFailure: unknown) => keepCleanupFailures(error, 'abandoning the publishing', [abandonFailure]),
     );
   }
 }

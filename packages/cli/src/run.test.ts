@@ -8,6 +8,7 @@ import {
   DiscoveryTlsError,
   DiscoveryUnavailableError,
 } from '@kvreuse/discovery';
+import { CleanupFailedError } from '@kvreuse/errors';
 import { describe, expect, it } from 'vitest';
 import { UsageError } from './errors.js';
 import { exitCodeOf, runCli } from './run.js';
@@ -60,5 +61,14 @@ describe('exitCodeOf', () => {
     expect(exitCodeOf(new DiscoveryAuthenticationError('etcd', 'get', 'decode-0'))).toBe(2);
     expect(exitCodeOf(new DiscoveryUnavailableError('etcd', 'get', undefined))).toBe(1);
     expect(exitCodeOf(new Error('boom'))).toBe(1);
+  });
+
+  it('of a failure wrapped with its cleanup’s failure, the status the failure alone would have had', () => {
+    const closeFailure = new Error('the agent would not close');
+    const wrapped = (thrown: unknown) => new CleanupFailedError(thrown, 'closing the agent', [closeFailure]);
+    expect(exitCodeOf(wrapped(Object.freeze(new UsageError('serve', 'the port is taken'))))).toBe(2);
+    expect(exitCodeOf(wrapped(Object.freeze(new InvalidSettingError([]))))).toBe(2);
+    expect(exitCodeOf(wrapped(new DiscoveryUnavailableError('etcd', 'get', undefined)))).toBe(1);
+    expect(exitCodeOf(wrapped('refused'))).toBe(1);
   });
 });

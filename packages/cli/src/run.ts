@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { isConfigError } from '@kvreuse/config';
+import { CleanupFailedError } from '@kvreuse/errors';
 import { ProfileAdmissionError } from '@kvreuse/profile-admission';
 import {
   ClusterSecretError,
@@ -80,6 +81,8 @@ const settingsFileErrors = [
 /** The exit status of an error: 2 for what the user must fix (arguments, settings, files), 1 otherwise. */
 export function exitCodeOf(error: unknown): 1 | 2 {
   if (error instanceof CliError) return error.exitCode;
+  // What failed could not keep its undoing's failure: the binary ends as it would have without one.
+  if (error instanceof CleanupFailedError) return exitCodeOf(error.thrown);
   if (isConfigError(error) || error instanceof ProfileAdmissionError) return 2;
   if (settingsFileErrors.some((type) => error instanceof type)) return 2;
   return 1;

@@ -16,8 +16,8 @@ import {
 import { type Agent, type Backend, loadTransport, type MemoryKind } from '@kvreuse/native-bindings';
 import { type DiscoveryStore, openDiscovery } from '@kvreuse/discovery';
 import { blockHashFromHex } from '@kvreuse/inventory';
+import { keepCleanupFailures } from '@kvreuse/errors';
 import { releaseBanks, releaseRank } from '@kvreuse/registry';
-import { keepCleanupFailure } from '../cleanup-failure.js';
 import { DemoMessageError } from '../errors.js';
 import { startPublishing } from '../publishing.js';
 import { CrashOnPin } from './crash-on-pin.js';
@@ -133,7 +133,7 @@ export class DemoRank {
    * and its rank part published); `reportReady()` comes next. `host` crashes or stops the rank's process when
    * a command asks for it. A step that fails closes what the steps before it opened, last opened first (the
    * banks, the agent, then discovery), and the promise rejects with that step's error, what failed to close
-   * kept with it (`keepCleanupFailure`). `steps` replaces the steps themselves (tests).
+   * kept with it (`keepCleanupFailures`). `steps` replaces the steps themselves (tests).
    */
   static async open(
     options: DemoRankOptions,
@@ -194,7 +194,7 @@ export class DemoRank {
           { doing: 'closing its agent', run: () => agent.close() },
         ]).then(
           () => error,
-          (cleanupFailure: unknown) => keepCleanupFailure(error, cleanupFailure, 'closing what it opened'),
+          (cleanupFailure: unknown) => keepCleanupFailures(error, 'closing what it opened', [cleanupFailure]),
         );
       }
     });
