@@ -1,6 +1,6 @@
 // Typed errors of @kvreuse/discovery. Every error carries a stable `code` and names the offending
 // thing (key, lease, backend, worker, rank part) and the value that was refused.
-import { describeValue as describe, KvreuseError, redactValue } from '@kvreuse/errors';
+import { causeSuffix, describeValue as describe, KvreuseError, redactValue } from '@kvreuse/errors';
 import type { DiscoveryBackend } from './backend.js';
 
 /** Every `code` a discovery error carries. */
@@ -191,12 +191,7 @@ export class DiscoveryUnavailableError extends DiscoveryError {
     readonly key: string | undefined,
     options?: ErrorOptions & { readonly location?: string; readonly why?: string },
   ) {
-    const cause =
-      options?.why !== undefined
-        ? `: ${options.why}`
-        : options?.cause instanceof Error
-          ? `: ${options.cause.message}`
-          : '';
+    const cause = options?.why !== undefined ? `: ${options.why}` : causeSuffix(options?.cause);
     const at = options?.location === undefined ? '' : ` at ${options.location}`;
     super(`${backend} discovery${at}: ${operationOn(operation, key)} failed${cause}`, options);
     this.location = options?.location;
@@ -253,7 +248,7 @@ export class DiscoveryTlsError extends DiscoveryError {
     readonly endpoints: readonly string[],
     options?: ErrorOptions,
   ) {
-    const cause = options?.cause instanceof Error ? `: ${options.cause.message}` : '';
+    const cause = causeSuffix(options?.cause);
     super(
       `${backend} discovery: ${operation} failed: the TLS handshake with ${endpoints.join(', ')} failed${cause}`,
       options,
@@ -273,7 +268,7 @@ export class DiscoveryAuthenticationError extends DiscoveryError {
     readonly user: string | undefined,
     options?: ErrorOptions,
   ) {
-    const cause = options?.cause instanceof Error ? `: ${options.cause.message}` : '';
+    const cause = causeSuffix(options?.cause);
     super(
       `${backend} discovery: ${operation} failed: ` +
         (user === undefined

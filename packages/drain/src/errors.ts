@@ -1,6 +1,6 @@
 // Typed errors of @kvreuse/drain. Each carries a stable `code` and names the operation, peer, bank,
 // setting or option involved, and the value that was refused.
-import { describeValue, KvreuseError } from '@kvreuse/errors';
+import { causeSuffix, describeValue, KvreuseError } from '@kvreuse/errors';
 import { type BankLabel, formatBank } from '@kvreuse/registry';
 
 export type DrainErrorCode =
@@ -166,7 +166,7 @@ export class RetriesExhaustedError extends DrainError {
     readonly attempts: number,
     options: ErrorOptions,
   ) {
-    const cause = options.cause instanceof Error ? `: ${options.cause.message}` : '';
+    const cause = causeSuffix(options.cause);
     super(`${action} failed after ${attempts} attempt${attempts === 1 ? '' : 's'}${cause}`, options);
   }
 }

@@ -1,6 +1,6 @@
 // Typed errors of @kvreuse/registry. Every error carries a stable `code` and names the offending
 // thing (bank, rank, owner) and the value that was refused.
-import { describeValue as describe, KvreuseError } from '@kvreuse/errors';
+import { causeSuffix, describeValue as describe, KvreuseError } from '@kvreuse/errors';
 import { type BankLabel, type BankRetainedBy, type BankState, formatBank, type RetainedBank } from './banks/label.js';
 
 /** Every `code` a registry error carries. */
@@ -109,7 +109,7 @@ export class BankOwnerReleaseError extends RegistryError {
     readonly owner: 'framework' | 'kvreuse',
     options?: ErrorOptions,
   ) {
-    const cause = options?.cause instanceof Error ? `: ${options.cause.message}` : '';
+    const cause = causeSuffix(options?.cause);
     super(
       `${formatBank(bank)}: handing it back to ${owner === 'framework' ? 'the framework' : 'the native allocator'} failed${cause}; it stays releasing, retry`,
       options,
