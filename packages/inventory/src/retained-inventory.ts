@@ -66,11 +66,16 @@ export interface RetainedInventoryOptions {
 
 /**
  * The key of an option the package does not export: lower ceilings than 2^27 distinct blocks and 2^27
- * further holders, for tests, which cannot fill those.
+ * further holders, and less address space than 2^24 further holders' reserved up front (past which their
+ * entries are copied), for tests, which cannot fill those.
  */
 export const tableCeilings = Symbol('tableCeilings');
 type CeilingOptions = RetainedInventoryOptions & {
-  readonly [tableCeilings]?: { readonly maxBlocks: number; readonly maxFurtherHolders: number };
+  readonly [tableCeilings]?: {
+    readonly maxBlocks: number;
+    readonly maxFurtherHolders: number;
+    readonly reservedFurtherHolders?: number;
+  };
 };
 
 const tierOffset: Record<RetentionTier, 0 | 1> = { gpu: 0, host: 1 };
@@ -134,6 +139,7 @@ export class RetainedInventory {
       wholeNumber('rehashStep', rehashStep, minRehashStep),
       ceilings?.maxBlocks,
       ceilings?.maxFurtherHolders,
+      ceilings?.reservedFurtherHolders,
     );
   }
 

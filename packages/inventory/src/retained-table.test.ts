@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import type { OverflowEntries } from './overflow-entries.js';
 import { RetainedTable } from './retained-table.js';
 
 /** `count` distinct hashes as (lo, hi) words, from `first` on. */
@@ -44,9 +45,16 @@ describe('RetainedTable: its further holders (workers retaining a block beyond i
   });
 });
 
-/** How many overflow entries the table has reserved address space for (its private array, read for the test's sake). */
+/** How many overflow entries the table has reserved address space for (its private entries, read for the test's sake). */
 const furtherHolderReservation = (table: RetainedTable): number =>
-  (table as unknown as { more: Int32Array<ArrayBuffer> }).more.buffer.maxByteLength / (3 * 4);
+  (table as unknown as { overflow: OverflowEntries }).overflow.words.buffer.maxByteLength / (3 * 4);
+
+/** Each worker's prefix of `words` as [worker, blocks]. */
+function prefixes(table: RetainedTable, words: Int32Array): [number, number][] {
+  const found: [number, number][] = [];
+  table.walk(words, 0, (worker, blocks) => found.push([worker, blocks]));
+  return found;
+}
 
 describe('RetainedTable: the address space its overflow entries reserve', () => {
   it('never reserves more overflow entries than its ceiling of further holders, up front or as it fills it', () => {
@@ -61,5 +69,25 @@ describe('RetainedTable: the address space its overflow entries reserve', () => 
       expect(furtherHolderReservation(table)).toBe(100);
     }
     expect(table.furtherHolderRoom).toBe(0);
+  });
+
+  it('past its reservation (64 entries here, 2^24 in the inventory), copies them once, reserving no more than its ceiling', () => {
+    const table = new RetainedTable(16, 3, 200, 100, 64);
+    table.addWorker(0);
+    table.addWorker(1);
+    store(table, 0, chain(0, 100));
+    store(table, 1, chain(0, 64));
+    expect(furtherHolderReservation(table)).toBe(64);
+    store(table, 1, chain(64, 36));
+    // Eight times the 100 entries it grew to, but its ceiling is 100.
+    expect(furtherHolderReservation(table)).toBe(100);
+    expect(table.furtherHolderRoom).toBe(0);
+    expect(prefixes(table, chain(0, 100))).toEqual([
+      [0, 100],
+      [1, 100],
+    ]);
+    table.change(0, { type: 'remove', tier: 0, words: chain(0, 100) });
+    expect(prefixes(table, chain(0, 100))).toEqual([[1, 100]]);
+    expect(table.furtherHolderRoom).toBe(100);
   });
 });

@@ -6,8 +6,15 @@
 import { mix } from './hash-words.js';
 import type { HeldBlock, TableChange } from './table-change.js';
 import { PrefixCandidates, type PrefixFound } from './prefix-candidates.js';
+import {
+  moreNext,
+  moreRecord,
+  moreReservedEntries,
+  moreWords,
+  moreWorker,
+  OverflowEntries,
+} from './overflow-entries.js';
 import { PreparedArray } from './prepared-array.js';
-import { type ResizableWords, resizableWords, resizedWords } from './resizable-words.js';
 import { sharedWords } from './shared-words.js';
 
 // Layout. Each worker keeps its retained blocks as records in its own slab, in the order it
@@ -30,16 +37,12 @@ const slotWorker = 2; // worker index + 1; 0 = empty slot; −1 = moved (in the 
 const slotRecord = 3; // the record of this block in that worker's slab
 const slotMore = 4; // first overflow entry + 1; 0 = none
 const slotHolders = 5; // OR of holderBit(worker) over the block's workers: most "not here" answers need no list walk
-const moreWords = 3;
-const moreWorker = 0;
-const moreRecord = 1;
-const moreNext = 2; // next overflow entry + 1; 0 = none
 const movedSlot = -1;
 const inlineEntry = 0;
 const noEntry = -1;
 export const maxTick = 0x7fffffff; // ticks stay int32: 2^31 × 100 ms is 6.8 years
 const maxLoad = 0.85;
-const growth = 1.5; // of the table and the overflow slab
+const growth = 1.5; // of the table
 // A grown table starts at load maxLoad / growth and grows again at maxLoad: at least
 // (maxLoad − maxLoad / growth) × growth = 0.425 × (previous slots) new blocks later. Moving 3 slots
 // per new block empties the previous table by then.
@@ -63,14 +66,6 @@ export const maxFurtherHolders = 2 ** 27;
 const prepareLoad = 0.8;
 const touchEvery = 4;
 const recordGrowth = 1.25; // of a worker's record slab
-// Arrays grow in place within their reservation (address space only); past it they are copied
-// once into one `reservation` times larger.
-const reservation = 8;
-// The overflow entries reserve address space for this many up front (192 MiB, none of it committed
-// until used) and grow in place by `moreStepEntries` at a time: the kernel faults in a grown
-// buffer's new pages when it grows (tens of µs a page here), so small steps keep that to 16 pages.
-const moreReservedEntries = 1 << 24;
-const moreStepEntries = 5_461; // × 12 bytes = 64 KiB
 /** Up to this many workers on a chain's first block, a lookup follows each one on its own. */
 const followEachLimit = 32;
 const noTable = new Int32Array(0);
@@ -106,16 +101,12 @@ export class RetainedTable {
   private unmoved = 0;
   private readonly rehashStep: number;
   readonly maxBlocks: number;
-  readonly maxFurtherHolders: number;
   private readonly maxSlots: number;
   private readonly nextTable = new PreparedArray();
   // The expiry sweep's next record.
   private sweepWorker = 0;
   private sweepRecord = 0;
-  private more: ResizableWords;
-  private moreUsed = 0;
-  private moreFree = 0; // free overflow entry + 1
-  private furtherHolders = 0; // overflow entries in use
+  private readonly overflow: OverflowEntries;
   private liveEntries = 0;
   private readonly records: Int32Array[] = [];
   private readonly recordsUsed: number[] = [];
@@ -132,17 +123,20 @@ export class RetainedTable {
   private bases = new Int32Array(64);
   private touched = 0; // written so that the touching loads are not optimised away
 
-  /** The ceilings are below `maxExpectedBlocks` and `maxFurtherHolders` only in tests, which cannot fill them. */
+  /**
+   * The ceilings are below `maxExpectedBlocks` and `maxFurtherHolders`, and the overflow entries reserve
+   * less than `moreReservedEntries`, only in tests, which cannot fill them.
+   */
   constructor(
     expectedBlocks: number,
     rehashStep: number,
     maxBlocks = maxExpectedBlocks,
     furtherHolderCeiling = maxFurtherHolders,
+    reservedFurtherHolders = moreReservedEntries,
   ) {
     this.rehashStep = rehashStep;
     this.maxBlocks = maxBlocks;
-    this.maxFurtherHolders = furtherHolderCeiling;
-    this.more = resizableWords(64 * moreWords, moreReservedEntries * moreWords, furtherHolderCeiling * moreWords);
+    this.overflow = new OverflowEntries(furtherHolderCeiling, reservedFurtherHolders);
     this.maxSlots = Math.ceil(maxBlocks / maxLoad);
     this.table = noTable;
     this.resize(Math.ceil(Math.max(16, expectedBlocks) / maxLoad));
@@ -160,7 +154,12 @@ export class RetainedTable {
 
   /** How many more overflow entries (workers retaining a block beyond its first) the table holds. */
   get furtherHolderRoom(): number {
-    return this.maxFurtherHolders - this.furtherHolders;
+    return this.overflow.room;
+  }
+
+  /** The most overflow entries the table holds. */
+  get maxFurtherHolders(): number {
+    return this.overflow.most;
   }
 
   /**
@@ -176,7 +175,7 @@ export class RetainedTable {
     }
     if (slot < 0) return { tiers: 0, shared: false };
     const base = slot * slotWords;
-    const more = this.more;
+    const more = this.overflow.words;
     let record = worker !== undefined && slots[base + slotWorker] === worker + 1 ? slots[base + slotRecord]! : -1;
     let holders = 1;
     for (let m = slots[base + slotMore]!; m !== 0; m = more[(m - 1) * moreWords + moreNext]!) {
@@ -204,7 +203,7 @@ export class RetainedTable {
   get indexBytes(): number {
     return this.records.reduce(
       (bytes, records) => bytes + records.byteLength,
-      this.table.byteLength + this.previous.byteLength + this.nextTable.byteLength + this.more.byteLength,
+      this.table.byteLength + this.previous.byteLength + this.nextTable.byteLength + this.overflow.byteLength,
     );
   }
 
@@ -247,7 +246,7 @@ export class RetainedTable {
     const first = this.slotOf(words[0]!, words[1]!);
     if (first < 0) return;
     const table = this.table;
-    const more = this.more;
+    const more = this.overflow.words;
     const base = first * slotWords;
     // Count the holders and touch each one's first record: those loads do not depend on each other,
     // so their cache misses overlap before the walks begin (JavaScript has no prefetch instruction).
@@ -341,7 +340,7 @@ export class RetainedTable {
       bases[found++] = slot * slotWords;
     }
     const table = this.table;
-    const more = this.more;
+    const more = this.overflow.words;
     const candidates = this.candidates;
     candidates.begin();
     for (let depth = 0; depth < found; depth++) {
@@ -511,15 +510,16 @@ export class RetainedTable {
   private recordIn(worker: number, base: number): number {
     const entry = this.entryIn(worker, base);
     if (entry === inlineEntry) return this.table[base + slotRecord]!;
-    return entry === noEntry ? -1 : this.more[(entry - 1) * moreWords + moreRecord]!;
+    return entry === noEntry ? -1 : this.overflow.words[(entry - 1) * moreWords + moreRecord]!;
   }
 
   /** Where the worker's entry of the slot at `base` is: inline, an overflow entry + 1, or none. */
   private entryIn(worker: number, base: number): number {
     if ((this.table[base + slotHolders]! & holderBit(worker)) === 0) return noEntry;
     if (this.table[base + slotWorker] === worker + 1) return inlineEntry;
-    for (let m = this.table[base + slotMore]!; m !== 0; m = this.more[(m - 1) * moreWords + moreNext]!) {
-      if (this.more[(m - 1) * moreWords + moreWorker] === worker) return m;
+    const more = this.overflow.words;
+    for (let m = this.table[base + slotMore]!; m !== 0; m = more[(m - 1) * moreWords + moreNext]!) {
+      if (more[(m - 1) * moreWords + moreWorker] === worker) return m;
     }
     return noEntry;
   }
@@ -595,12 +595,7 @@ export class RetainedTable {
       return;
     }
     const record = this.appendRecord(worker, lo, hi, tier, expiry);
-    const m = this.allocateMore();
-    const at = (m - 1) * moreWords;
-    this.more[at + moreWorker] = worker;
-    this.more[at + moreRecord] = record;
-    this.more[at + moreNext] = this.table[base + slotMore]!;
-    this.table[base + slotMore] = m;
+    this.table[base + slotMore] = this.overflow.add(worker, record, this.table[base + slotMore]!);
     this.table[base + slotHolders]! |= holderBit(worker);
   }
 
@@ -658,7 +653,7 @@ export class RetainedTable {
     const slot = this.slotOf(lo, hi);
     const base = slot * slotWords;
     const table = this.table;
-    const more = this.more;
+    const more = this.overflow.words;
     this.liveEntries--;
     this.recordsDead[worker]!++;
     if (table[base + slotWorker] === worker + 1) {
@@ -671,7 +666,7 @@ export class RetainedTable {
       table[base + slotWorker] = more[at + moreWorker]! + 1;
       table[base + slotRecord] = more[at + moreRecord]!;
       table[base + slotMore] = more[at + moreNext]!;
-      this.freeMore(m);
+      this.overflow.release(m);
       this.recountHolders(base);
       return;
     }
@@ -681,7 +676,7 @@ export class RetainedTable {
       if (more[at + moreWorker] !== worker) continue;
       if (previous === 0) table[base + slotMore] = more[at + moreNext]!;
       else more[(previous - 1) * moreWords + moreNext] = more[at + moreNext]!;
-      this.freeMore(m);
+      this.overflow.release(m);
       this.recountHolders(base);
       return;
     }
@@ -689,8 +684,9 @@ export class RetainedTable {
 
   private recountHolders(base: number): void {
     let holders = holderBit(this.table[base + slotWorker]! - 1);
-    for (let m = this.table[base + slotMore]!; m !== 0; m = this.more[(m - 1) * moreWords + moreNext]!) {
-      holders |= holderBit(this.more[(m - 1) * moreWords + moreWorker]!);
+    const more = this.overflow.words;
+    for (let m = this.table[base + slotMore]!; m !== 0; m = more[(m - 1) * moreWords + moreNext]!) {
+      holders |= holderBit(more[(m - 1) * moreWords + moreWorker]!);
     }
     this.table[base + slotHolders] = holders;
   }
@@ -746,7 +742,7 @@ export class RetainedTable {
     const base = this.slotOf(lo, hi) * slotWords;
     const entry = this.entryIn(worker, base);
     if (entry === inlineEntry) this.table[base + slotRecord] = record;
-    else this.more[(entry - 1) * moreWords + moreRecord] = record;
+    else this.overflow.words[(entry - 1) * moreWords + moreRecord] = record;
   }
 
   /** Backward-shift deletion, so that probing never needs tombstones. */
@@ -774,26 +770,5 @@ export class RetainedTable {
     this.homeScale = slots / 2 ** (32 - this.homeShift);
     this.table = this.nextTable.take(slots * slotWords);
     this.slots = slots;
-  }
-
-  private allocateMore(): number {
-    this.furtherHolders++;
-    if (this.moreFree !== 0) {
-      const m = this.moreFree;
-      this.moreFree = this.more[(m - 1) * moreWords + moreNext]!;
-      return m;
-    }
-    const capacity = this.more.length / moreWords;
-    if (this.moreUsed === capacity) {
-      const grown = Math.min(capacity + Math.min(capacity, moreStepEntries), this.maxFurtherHolders);
-      this.more = resizedWords(this.more, grown * moreWords, reservation, this.maxFurtherHolders * moreWords);
-    }
-    return ++this.moreUsed;
-  }
-
-  private freeMore(m: number): void {
-    this.more[(m - 1) * moreWords + moreNext] = this.moreFree;
-    this.moreFree = m;
-    this.furtherHolders--;
   }
 }
