@@ -4,10 +4,9 @@
 import { BlockStates } from './block-states.js';
 import { InventoryFullError } from './errors.js';
 import type { RetainedTable } from './retained-table.js';
-import type { TableChange } from './table-change.js';
+import { heldShared, type TableChange } from './table-change.js';
 
 const tierBits = 0b11;
-const sharedBit = 0b100;
 
 /**
  * Refuses (`InventoryFullError`, naming `workerId`) `changes` to `worker`'s entries (undefined: a worker
@@ -25,16 +24,13 @@ export function checkBatchRoom(
   // Every stored block takes a distinct block or an overflow entry at most: most batches fit even so.
   if (storing <= table.room && storing <= table.furtherHolderRoom) return;
 
-  // The worker's entries the changes touched, as they leave them: the tiers it holds each on (bit
-  // `1 << tier`), and `sharedBit` where another worker holds the block too.
+  // The worker's entries the changes touched, as they leave them (`HeldBlock`s).
   const entries = new BlockStates();
   // Whether `entries` holds every entry the worker had: the first `clear` reads them all.
   let allRead = worker === undefined;
   const entryOf = (lo: number, hi: number): number => {
     const slot = entries.find(lo, hi);
-    if (slot >= 0) return slot;
-    const held = table.heldBlock(worker, lo, hi);
-    return entries.add(slot, lo, hi, held.tiers | (held.shared ? sharedBit : 0));
+    return slot >= 0 ? slot : entries.add(slot, lo, hi, table.heldBlock(worker, lo, hi));
   };
   let blocks = 0;
   let furtherHolders = 0;
@@ -46,7 +42,7 @@ export function checkBatchRoom(
     const left = state & ~(1 << tier);
     entries.setStateAt(slot, left);
     if ((left & tierBits) !== 0) return;
-    if ((left & sharedBit) !== 0) furtherHolders--;
+    if ((left & heldShared) !== 0) furtherHolders--;
     else blocks--;
   };
   for (const change of changes) {
@@ -65,7 +61,7 @@ export function checkBatchRoom(
       }
       const state = entries.stateAt(slot);
       if ((state & tierBits) === 0) {
-        if ((state & sharedBit) !== 0) mostFurtherHolders = Math.max(mostFurtherHolders, ++furtherHolders);
+        if ((state & heldShared) !== 0) mostFurtherHolders = Math.max(mostFurtherHolders, ++furtherHolders);
         else mostBlocks = Math.max(mostBlocks, ++blocks);
       }
       entries.setStateAt(slot, state | (1 << tier));

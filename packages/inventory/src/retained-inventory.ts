@@ -201,7 +201,8 @@ export class RetainedInventory {
     try {
       for (const event of events) changes.push(this.tableChange(event, nowTick));
       const newIncarnation = worker !== undefined && epoch > this.epochs[worker]!;
-      checkBatchRoom(this.index, worker, newIncarnation ? [...dropEverything, ...changes] : changes, workerId);
+      if (newIncarnation) changes.unshift(...dropEverything);
+      checkBatchRoom(this.index, worker, changes, workerId);
       if (worker === undefined) {
         worker = this.addWorker(workerId, incarnation, epoch);
       } else if (newIncarnation) {

@@ -4,7 +4,7 @@
 // what a worker, an incarnation, an event or a millisecond is, is the inventory's rules
 // (retained-inventory.ts).
 import { mix } from './hash-words.js';
-import type { HeldBlock, TableChange } from './table-change.js';
+import { type HeldBlock, heldShared, type TableChange } from './table-change.js';
 import { PrefixCandidates, type PrefixFound } from './prefix-candidates.js';
 import {
   moreNext,
@@ -173,7 +173,7 @@ export class RetainedTable {
       slots = this.previous;
       slot = this.previousSlotOf(lo, hi);
     }
-    if (slot < 0) return { tiers: 0, shared: false };
+    if (slot < 0) return 0;
     const base = slot * slotWords;
     const more = this.overflow.words;
     let record = worker !== undefined && slots[base + slotWorker] === worker + 1 ? slots[base + slotRecord]! : -1;
@@ -182,12 +182,12 @@ export class RetainedTable {
       holders++;
       if (more[(m - 1) * moreWords + moreWorker] === worker) record = more[(m - 1) * moreWords + moreRecord]!;
     }
-    if (record < 0) return { tiers: 0, shared: true };
+    if (record < 0) return heldShared;
     const records = this.records[worker!]!;
     const at = record * recordWords;
     const gpu = records[at + recordGpu] === 0 ? 0 : 1;
     const host = records[at + recordGpu + 1] === 0 ? 0 : 2;
-    return { tiers: gpu | host, shared: holders > 1 };
+    return gpu | host | (holders > 1 ? heldShared : 0);
   }
 
   /** Calls `visit` with the hash of each block the worker retains (on either tier). */

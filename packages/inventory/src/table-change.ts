@@ -8,10 +8,9 @@ export type TableChange =
   | { readonly type: 'clear'; readonly tier: 0 | 1 };
 
 /**
- * A worker's entry of a block: the tiers it retains it on (bit `1 << tier` each; 0 without an entry),
- * and whether another worker retains the block too (so that the entry is, or would be, an overflow one).
+ * A worker's entry of a block, as bits: `1 << tier` for each tier it retains it on (none without an
+ * entry), and `heldShared` where another worker retains the block too (so that the entry is, or would
+ * be, an overflow one).
  */
-export interface HeldBlock {
-  readonly tiers: number;
-  readonly shared: boolean;
-}
+export type HeldBlock = number;
+export const heldShared = 0b100;
