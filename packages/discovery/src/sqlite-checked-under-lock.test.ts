@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { betterSqlite3 } from './drivers.js';
-import { DiscoveryFileError, DiscoveryFileVersionError } from './errors.js';
+import { DiscoveryFileError, DiscoveryFileVersionError, DiscoveryUnavailableError } from './errors.js';
+import type { WatchNotice } from './types.js';
 import { discoverySchema, openSqliteDiscovery } from './sqlite.js';
 
 // What another process writes to the file after an opening checked it and before it takes the write lock,
@@ -170,6 +171,36 @@ describe('a SQLite discovery file a newer version upgraded after a store opened 
       expect(publishedIn(path)).toEqual({ clock: ['first-boot'], keys: ['/static', '/workers/a'], leases: 2 });
     } finally {
       await store.close();
+    }
+  });
+  it('is refused as newer by every later read, a watch’s poll included', async () => {
+    const path = await publishedFile('upgraded-while-read.sqlite');
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
+    const store = openSqliteDiscovery(path, { clockId: 'first-boot', pollIntervalMs: 10 });
+    try {
+      const notices: WatchNotice[] = [];
+      await store.watch('/workers/', (notice) => notices.push(notice));
+      writeAsAnother(path, newerSchema);
+
+      await expect(store.get('/static')).rejects.toThrow(refusedAsNewer(path));
+      await expect(store.list('/workers/')).rejects.toThrow(refusedAsNewer(path));
+      await expect(store.watch('/static', () => {})).rejects.toThrow(refusedAsNewer(path));
+      vi.advanceTimersByTime(10);
+      // The poll's notice is queued as a microtask: this one runs after it.
+      await new Promise<void>((resolve) => queueMicrotask(resolve));
+      expect(notices).toEqual([
+        {
+          type: 'outage',
+          error: expect.objectContaining({
+            constructor: DiscoveryUnavailableError,
+            operation: 'watch poll',
+            cause: refusedAsNewer(path),
+          }),
+        },
+      ]);
+    } finally {
+      await store.close();
+      vi.useRealTimers();
     }
   });
 });
