@@ -103,7 +103,20 @@ describe('writtenNumbersProblem', () => {
     );
   });
 
-  it('leaves the other forms YAML reads as numbers to the setting’s schema', () => {
-    expect(writtenNumbersProblem(['0x1F', '0o17', '.inf', '-.Inf', '.nan'], numberList)).toBeUndefined();
+  it('holds YAML hexadecimal and octal integers to the same rule, quoting them as written', () => {
+    expect(writtenNumbersProblem(['0x1F', '0o17', '0x20000000000002'], numberList)).toBeUndefined();
+    expect(writtenNumbersProblem(['0x1F', '0x20000000000001'], numberList)).toBe(
+      'cannot read "0x20000000000001" as a number without changing it: it would be 9007199254740992 (9007199254740993 as written; a number holds every integer up to 9007199254740991 exactly)',
+    );
+    expect(writtenNumbersProblem(['0o400000000000000001'], number)).toBe(
+      'cannot read "0o400000000000000001" as a number without changing it: it would be 9007199254740992 (9007199254740993 as written; a number holds every integer up to 9007199254740991 exactly)',
+    );
+    expect(writtenNumbersProblem(['0x20000000000000'], integer)).toBe(
+      'cannot read "0x20000000000000" as an integer exactly: past 9007199254740991, the largest a number holds exactly with every integer below it',
+    );
+  });
+
+  it('leaves .inf and .nan to the setting’s schema', () => {
+    expect(writtenNumbersProblem(['.inf', '-.Inf', '.nan'], numberList)).toBeUndefined();
   });
 });

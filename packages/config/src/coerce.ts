@@ -34,13 +34,32 @@ function coerceNumber(text: string, schema: ValueJsonSchema): Coerced {
       reason: `cannot read ${JSON.stringify(text)} as a number without changing it: it would be ${read} (a number keeps 15 significant digits, between 1e-307 and 1e308 in size)`,
     };
   }
-  if (schema['type'] === 'integer' && Math.abs(value) > Number.MAX_SAFE_INTEGER) {
+  return integerBeyondSafe(text, value, schema) ?? { ok: true, value };
+}
+
+/** The refusal of `value`, written as `text`, for an integer setting past `Number.MAX_SAFE_INTEGER`; undefined if none. */
+function integerBeyondSafe(text: string, value: number, schema: ValueJsonSchema): Coerced | undefined {
+  if (schema['type'] !== 'integer' || Math.abs(value) <= Number.MAX_SAFE_INTEGER) return undefined;
+  return {
+    ok: false,
+    reason: `cannot read ${JSON.stringify(text)} as an integer exactly: past ${Number.MAX_SAFE_INTEGER}, the largest a number holds exactly with every integer below it`,
+  };
+}
+
+/** The hexadecimal and octal integers of YAML's core schema, which its parser reads as the nearest number. */
+const YAML_HEX_OR_OCTAL = /^(0x[0-9a-fA-F]+|0o[0-7]+)$/;
+
+/** A YAML hexadecimal or octal integer's value, refused as a decimal is where the number would not be what was written. */
+function coerceHexOrOctal(text: string, schema: ValueJsonSchema): Coerced {
+  const written = BigInt(text);
+  const value = Number(written);
+  if (BigInt(value) !== written) {
     return {
       ok: false,
-      reason: `cannot read ${JSON.stringify(text)} as an integer exactly: past ${Number.MAX_SAFE_INTEGER}, the largest a number holds exactly with every integer below it`,
+      reason: `cannot read ${JSON.stringify(text)} as a number without changing it: it would be ${value} (${written} as written; a number holds every integer up to ${Number.MAX_SAFE_INTEGER} exactly)`,
     };
   }
-  return { ok: true, value };
+  return integerBeyondSafe(text, value, schema) ?? { ok: true, value };
 }
 
 /** The schema of a list setting's items. */
@@ -48,16 +67,19 @@ const itemSchemaOf = (schema: ValueJsonSchema): ValueJsonSchema => (schema['item
 
 /**
  * Why the numbers a settings file wrote for a setting of `schema` (its value, or its list's items) are
- * refused, if they are: a decimal is held to the rule of env and argv numbers (`coerceNumber`), which the
- * file's parser applies none of. The other forms YAML reads as numbers (`0x1f`, `0o17`, `.inf`) are left
- * to the setting's schema.
+ * refused, if they are: a decimal is held to the rule of env and argv numbers (`coerceNumber`), and a YAML
+ * hexadecimal or octal integer to the same (`coerceHexOrOctal`), which the file's parser applies none of.
+ * `.inf` and `.nan` are left to the setting's schema.
  */
 export function writtenNumbersProblem(texts: readonly string[], schema: ValueJsonSchema): string | undefined {
   const numberSchema = schema['type'] === 'array' ? itemSchemaOf(schema) : schema;
   for (const text of texts) {
-    if (!DECIMAL.test(text)) continue;
-    const coerced = coerceNumber(text, numberSchema);
-    if (!coerced.ok) return coerced.reason;
+    const coerced = DECIMAL.test(text)
+      ? coerceNumber(text, numberSchema)
+      : YAML_HEX_OR_OCTAL.test(text)
+        ? coerceHexOrOctal(text, numberSchema)
+        : undefined;
+    if (coerced?.ok === false) return coerced.reason;
   }
   return undefined;
 }

@@ -308,6 +308,32 @@ describe('resolve: a number in a YAML or JSON file is the number written', () =>
     );
   });
 
+  it('refuses a YAML hexadecimal or octal integer the parser would read otherwise, naming the setting and the text', () => {
+    const text =
+      'router:\n  minimum_estimated_ttft_saving_ms: 0o400000000000000001\n  minimum_transfer_prefix_blocks: 0x20000000000001\n';
+    const error = thrown(
+      () => defineSettings([routerGroup]).resolve({ file: { text, origin: 'ops.yaml' } }),
+      InvalidSettingError,
+    );
+    const unchanged = (written: string) =>
+      `cannot read "${written}" as a number without changing it: it would be 9007199254740992 (9007199254740993 as written; a number holds every integer up to 9007199254740991 exactly)`;
+    expect(error.invalid.map(({ setting, source, reason }) => [setting, source, reason])).toEqual([
+      [
+        'router.minimumEstimatedTtftSavingMs',
+        { source: 'file', path: 'ops.yaml', line: 2 },
+        unchanged('0o400000000000000001'),
+      ],
+      [
+        'router.minimumTransferPrefixBlocks',
+        { source: 'file', path: 'ops.yaml', line: 3 },
+        unchanged('0x20000000000001'),
+      ],
+    ]);
+    expect(error.message).toContain(
+      '  - router.minimum_transfer_prefix_blocks = 9007199254740992 in file ops.yaml:3: cannot read "0x20000000000001"',
+    );
+  });
+
   it('takes one written with more digits than it needs, or in another form YAML reads', () => {
     const { settings } = defineSettings([routerGroup]).resolve({
       file: { text: 'router:\n  minimum_estimated_ttft_saving_ms: 2.50000\n  minimum_transfer_prefix_blocks: 0x10\n' },
