@@ -125,8 +125,12 @@ describe('defineGroup', () => {
         ],
       }),
     );
-    expect(broken.problems).toEqual(['the defaults break rule pair.high ≥ pair.low']);
-    expect(broken.message).toBe('settings group pair: the defaults break rule pair.high ≥ pair.low');
+    expect(broken.problems).toEqual([
+      'setting high: the defaults break rule pair.high ≥ pair.low (defaults: high 1, low 5)',
+    ]);
+    expect(broken.message).toBe(
+      'settings group pair: setting high: the defaults break rule pair.high ≥ pair.low (defaults: high 1, low 5)',
+    );
   });
 
   it('refuses a rule that throws on the defaults, naming the rule, with what it threw as the cause', () => {

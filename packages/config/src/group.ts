@@ -143,6 +143,15 @@ function defaultsOf(settings: Readonly<Record<string, SettingDeclaration>>): Rea
   return Object.fromEntries(Object.entries(settings).map(([name, setting]) => [name, setting.default]));
 }
 
+/** The problem of a rule the defaults break: the setting it constrains, the rule, and the defaults it compared. */
+function brokenByDefaults<Schemas extends Readonly<Record<string, z.ZodType>>>(
+  rule: GroupRule<Schemas>,
+  defaults: GroupValues<Schemas>,
+): string {
+  const compared = [rule.setting, ...rule.related].map((setting) => `${setting} ${describeValue(defaults[setting])}`);
+  return `setting ${rule.setting}: the defaults break rule ${rule.rule} (defaults: ${compared.join(', ')})`;
+}
+
 /**
  * Declares a group of settings: its name (one lowercase word: `router`), description, settings (camelCase
  * names, each a zod schema, default, optional unit and description) and the rules between them. Throws
@@ -157,7 +166,7 @@ export function defineGroup<const Name extends string, Schemas extends Readonly<
   if (problems.length === 0) {
     const defaults = defaultsOf(declaration.settings) as GroupValues<Schemas>;
     for (const rule of declaration.rules ?? []) {
-      if (!ruleHolds(String(name), rule, defaults)) problems.push(`the defaults break rule ${rule.rule}`);
+      if (!ruleHolds(String(name), rule, defaults)) problems.push(brokenByDefaults(rule, defaults));
     }
   }
   if (problems.length > 0) throw new InvalidGroupError(String(name), problems);
