@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { Scenario, settingsOf, workerOf } from '../test/support.js';
 import { decide, type RouteDecision } from './decide.js';
-import type { LookupClockRefusal } from './lookup-budget.js';
+import { LookupBudget, type LookupClockRefusal } from './lookup-budget.js';
 import { RouterMetrics } from './metrics.js';
 
 describe('LookupBudget: decide on a lookup clock that fails', () => {
@@ -99,6 +99,25 @@ describe('LookupBudget: decide on a lookup clock that fails', () => {
     const afterward = decideWith(scriptedClock([0]));
     expect(afterward).toMatchObject({ action: 'pull', reason: 'worth-it' });
     expect(afterward).not.toHaveProperty('lookupFault');
+  });
+
+  it('ends the decision as budget-exceeded when the clock calls back into another installed copy of the package', async () => {
+    // The query makes this a module of its own: a second copy of the package, as npm may install.
+    const secondCopySpecifier = './lookup-budget.ts?second-installed-copy';
+    const secondCopy = (await import(/* @vite-ignore */ secondCopySpecifier)) as typeof import('./lookup-budget.js');
+    expect(secondCopy.LookupBudget).not.toBe(LookupBudget);
+    let nested: InstanceType<typeof LookupBudget> | undefined;
+    const budget = new LookupBudget(() => {
+      nested = new secondCopy.LookupBudget(() => 0, 1);
+      return 0;
+    }, 1);
+    const reentered = {
+      refusal: 're-entered',
+      detail: 'the lookup clock (context.clock) failed, it called back into decide while being read',
+    };
+    expect(budget.fault).toEqual(reentered);
+    expect(nested?.fault).toEqual(reentered);
+    expect(new secondCopy.LookupBudget(() => 0, 1).fault).toBeUndefined();
   });
 
   it('is counted by RouterMetrics by how the clock failed', async () => {

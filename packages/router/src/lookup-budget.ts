@@ -16,11 +16,13 @@ export interface LookupFault {
 }
 
 /**
- * The lookup clock reading under way, if any. A decision started while a lookup clock is read is the clock
- * calling back into `decide`: were it to read its clock, the same clock would start the next decision, with
- * no end.
+ * Where the lookup clock reading under way, if any, is kept. A decision started while a lookup clock is read
+ * is the clock calling back into `decide`: were it to read its clock, the same clock would start the next
+ * decision, with no end. It is kept on `globalThis` under a registered symbol, not in this module, so that
+ * every installed copy of this package in the process (npm may install several) sees the others' readings.
  */
-let clockReading: { reentered: boolean } | undefined;
+const clockReadingKey = Symbol.for('@kvreuse/router/lookup-clock-reading');
+const readings = globalThis as { [clockReadingKey]?: { reentered: boolean } | undefined };
 
 const reenteredDetail = 'it called back into decide while being read';
 
@@ -43,8 +45,9 @@ export class LookupBudget {
     readonly budgetMs: number,
   ) {
     this.#clock = clock;
-    if (clockReading !== undefined) {
-      clockReading.reentered = true;
+    const reading = readings[clockReadingKey];
+    if (reading !== undefined) {
+      reading.reentered = true;
       this.#failed('re-entered', reenteredDetail);
       this.#started = Number.NaN;
       return;
@@ -62,7 +65,7 @@ export class LookupBudget {
   #read(): number {
     let reading: unknown;
     const thisReading = { reentered: false };
-    clockReading = thisReading;
+    readings[clockReadingKey] = thisReading;
     try {
       reading = this.#clock();
     } catch (error) {
@@ -71,7 +74,7 @@ export class LookupBudget {
         return Number.NaN;
       }
     } finally {
-      clockReading = undefined;
+      readings[clockReadingKey] = undefined;
     }
     // A call back into decide is what went wrong, whatever the clock did after it.
     if (thisReading.reentered) this.#failed('re-entered', reenteredDetail);
