@@ -22,6 +22,7 @@ describe('fragmentsOf', () => {
         code:
           '// R.md:2 (fragment-context)\ndeclare const store: { close(): Promise<void> };\n' +
           '// R.md:3\nawait store.close();\nexport {};\n',
+        headingLines: [1, 3],
       },
     ]);
   });
@@ -36,10 +37,12 @@ describe('fragmentsOf', () => {
       'await agent.close();',
       '```',
     ].join('\n');
-    expect(fragmentsOf('R.md', markdown)[0]?.code).toBe(
-      "// R.md:1 (fragment-context)\n\nimport type { Agent } from '@kvreuse/native-bindings';\ndeclare const agent: Agent;\n" +
+    expect(fragmentsOf('R.md', markdown)[0]).toMatchObject({
+      code:
+        "// R.md:1 (fragment-context)\n\nimport type { Agent } from '@kvreuse/native-bindings';\ndeclare const agent: Agent;\n" +
         '// R.md:5\nawait agent.close();\nexport {};\n',
-    );
+      headingLines: [1, 5],
+    });
   });
 
   it('reads only the context comments outside code blocks: one inside a fence is an example, not a context', () => {
@@ -62,6 +65,7 @@ describe('fragmentsOf', () => {
         lines: [9],
         language: 'ts',
         code: '// R.md:8 (fragment-context)\ndeclare const real: number;\n// R.md:9\nreal;\nexport {};\n',
+        headingLines: [1, 3],
       },
     ]);
   });

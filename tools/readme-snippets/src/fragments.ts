@@ -26,7 +26,8 @@ export function fragmentsOf(path: string, markdown: string): Program[] {
     if (context === undefined) throw new MissingFragmentContextError(path, block.line);
     contexts.delete(block.line);
     const code = `${contextHeading(path, context.line)}\n${context.code}\n${blockHeading(path, block.line)}\n${block.code}export {};\n`;
-    fragments.push({ path, lines: [block.line], language: block.language, code });
+    const headingLines = [1, 2 + context.code.split('\n').length];
+    fragments.push({ path, lines: [block.line], language: block.language, code, headingLines });
   }
   const stray = contexts.values().next();
   if (!stray.done) throw new StrayFragmentContextError(path, stray.value.line);

@@ -12,7 +12,7 @@ describe('runProgram', () => {
     ].join('\n');
     const inherited = process.env['KVREUSE_TRANSPORT_LIBRARY'];
     process.env['KVREUSE_TRANSPORT_LIBRARY'] = '/a/library/of/the/test/run.so';
-    const run = await runProgram({ path: 'R.md', lines: [3], language: 'ts', code }).finally(() => {
+    const run = await runProgram({ path: 'R.md', lines: [3], language: 'ts', code, headingLines: [] }).finally(() => {
       if (inherited === undefined) delete process.env['KVREUSE_TRANSPORT_LIBRARY'];
       else process.env['KVREUSE_TRANSPORT_LIBRARY'] = inherited;
     });
@@ -25,6 +25,7 @@ describe('runProgram', () => {
       lines: [9],
       language: 'js',
       code: "console.log('before');\nthrow new Error('the snippet broke');\n",
+      headingLines: [],
     });
     expect(run.exit).toBe(1);
     expect(run.stdout).toBe('before\n');

@@ -58,15 +58,21 @@ describe('programsOf', () => {
       '```',
     ].join('\n');
     expect(programsOf('R.md', markdown)).toEqual([
-      { path: 'R.md', lines: [1, 7], language: 'ts', code: '// R.md:1\nconst a = 1;\n// R.md:7\nconsole.log(a);\n' },
-      { path: 'R.md', lines: [10], language: 'js', code: '// R.md:10\nconsole.log(2);\n' },
+      {
+        path: 'R.md',
+        lines: [1, 7],
+        language: 'ts',
+        code: '// R.md:1\nconst a = 1;\n// R.md:7\nconsole.log(a);\n',
+        headingLines: [1, 3],
+      },
+      { path: 'R.md', lines: [10], language: 'js', code: '// R.md:10\nconsole.log(2);\n', headingLines: [1] },
     ]);
   });
 
   it('leaves out a block marked fragment, an excerpt of what the text around it sets up', () => {
     const markdown = ['```ts fragment', 'store.close();', '```', '```js', 'console.log(1);', '```'].join('\n');
     expect(programsOf('R.md', markdown)).toEqual([
-      { path: 'R.md', lines: [4], language: 'js', code: '// R.md:4\nconsole.log(1);\n' },
+      { path: 'R.md', lines: [4], language: 'js', code: '// R.md:4\nconsole.log(1);\n', headingLines: [1] },
     ]);
   });
 
@@ -79,6 +85,7 @@ describe('programsOf', () => {
         lines: [1, 1],
         language: 'ts',
         code: '// packages/x/README.md:1\nconst a = 1;\n// docs/packages/x.md:1\nconsole.log(a);\n',
+        headingLines: [1, 3],
       },
     ]);
   });

@@ -28,6 +28,11 @@ export interface Program {
   readonly lines: readonly number[];
   readonly language: string;
   readonly code: string;
+  /**
+   * The lines of `code` (from 1) that are headings naming a document line (`document-lines.ts`): a line of a
+   * block that reads as one is code all the same.
+   */
+  readonly headingLines: readonly number[];
 }
 
 /**
@@ -88,10 +93,15 @@ export function programsOf(path: string, markdown: string, earlier?: Program): P
     const code = `${blockHeading(path, block.line)}\n${block.code}`;
     const continued = programs.at(-1) ?? (earlier === undefined ? undefined : { ...earlier, path });
     if (!block.meta.split(/\s+/).includes('continues'))
-      programs.push({ path, lines: [block.line], language: block.language, code });
+      programs.push({ path, lines: [block.line], language: block.language, code, headingLines: [1] });
     else if (continued === undefined) throw new NothingToContinueError(path, block.line);
     else {
-      const joined = { ...continued, lines: [...continued.lines, block.line], code: continued.code + code };
+      const joined = {
+        ...continued,
+        lines: [...continued.lines, block.line],
+        code: continued.code + code,
+        headingLines: [...continued.headingLines, continued.code.split('\n').length],
+      };
       programs.splice(Math.max(programs.length - 1, 0), 1, joined);
     }
   }

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { documentFragments } from './fragments.js';
 import { runnablePrograms } from './snippets.js';
-import { typeErrorsOf } from './typecheck.js';
+import { typeErrorLine, typeErrorsOf } from './typecheck.js';
 
 const toolDir = fileURLToPath(new URL('..', import.meta.url));
 const root = join(toolDir, '../..');
@@ -15,7 +15,7 @@ const programs = [...runnablePrograms(root), ...documentFragments(root)].filter(
   (program) => program.language === 'ts' || program.language === 'typescript',
 );
 const errors = typeErrorsOf(programs, checkDir);
-for (const { path, line, message } of errors) console.error(`${path}:${line}: ${message}`);
+for (const error of errors) console.error(typeErrorLine(root, error));
 if (errors.length > 0)
   console.error(
     `readme-snippets: ${programs.length} README programs and fragments type-checked in ${checkDir}; fix the document lines named above`,

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { fragmentsOf } from './fragments.js';
 import { programsOf } from './snippets.js';
-import { typeErrorsOf } from './typecheck.js';
+import { typeErrorLine, typeErrorsOf } from './typecheck.js';
 
 const scratchDir = fileURLToPath(new URL('../.snippets', import.meta.url));
 
@@ -59,11 +59,31 @@ describe('typeErrorsOf, on a fragment with its context', () => {
     ]);
   });
 
+  it('names the document line of an error below a line of the block that reads as a heading', () => {
+    const page = ['```ts', '// other.md:40', 'const name: string = 1;', '```'].join('\n');
+    expect(typeErrorsOf(programsOf('docs/packages/x.md', page), dir)).toEqual([
+      { path: 'docs/packages/x.md', line: 3, message: "Type 'number' is not assignable to type 'string'." },
+    ]);
+  });
+
   it('names the document and line of the block an error is in, in a program a page continues from its README', () => {
     const readme = programsOf('packages/x/README.md', ['```ts', 'const blocks = 1;', '```'].join('\n'));
     const page = ['Then:', '', '```ts continues', 'const name: string = blocks;', '```'].join('\n');
     expect(typeErrorsOf(programsOf('docs/packages/x.md', page, readme.at(-1)), dir)).toEqual([
       { path: 'docs/packages/x.md', line: 4, message: "Type 'number' is not assignable to type 'string'." },
     ]);
+  });
+});
+
+describe('typeErrorLine', () => {
+  it('names the document by its absolute path, and gives an error of no file as its message alone', () => {
+    const message = "Type 'number' is not assignable to type 'string'.";
+    expect(typeErrorLine('/repo', { path: 'docs/packages/x.md', line: 3, message })).toBe(
+      `/repo/docs/packages/x.md:3: ${message}`,
+    );
+    expect(typeErrorLine('/repo', { path: '/repo/tools/x/a.ts', line: 2, message })).toBe(
+      `/repo/tools/x/a.ts:2: ${message}`,
+    );
+    expect(typeErrorLine('/repo', { path: '', line: 0, message: 'No inputs were found' })).toBe('No inputs were found');
   });
 });

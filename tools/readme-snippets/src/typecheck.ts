@@ -1,5 +1,5 @@
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
 import { type DocumentLine, documentLineOf } from './document-lines.js';
@@ -25,8 +25,12 @@ export interface TypeDiagnostic extends DocumentLine {
 export function typeErrorsOf(programs: readonly Program[], dir: string): TypeDiagnostic[] {
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
-  for (const program of programs)
-    writeFileSync(join(dir, `${program.path.replaceAll('/', '-')}-${program.lines[0]}.ts`), program.code);
+  const programOfFile = new Map<string, Program>();
+  for (const program of programs) {
+    const file = join(dir, `${program.path.replaceAll('/', '-')}-${program.lines[0]}.ts`);
+    writeFileSync(file, program.code);
+    programOfFile.set(file, program);
+  }
   // No "@kvreuse/source" condition: the published types, as an installed package gives them.
   const tsconfig = { extends: baseConfig, compilerOptions: { noEmit: true, customConditions: [] }, include: ['*.ts'] };
   const config = ts.parseJsonConfigFileContent(tsconfig, ts.sys, dir);
@@ -35,7 +39,19 @@ export function typeErrorsOf(programs: readonly Program[], dir: string): TypeDia
     const message = ts.flattenDiagnosticMessageText(diagnostic.messageText, '\n');
     if (diagnostic.file === undefined || diagnostic.start === undefined) return { path: '', line: 0, message };
     const line = diagnostic.file.getLineAndCharacterOfPosition(diagnostic.start).line + 1;
-    const written = documentLineOf(diagnostic.file.text, line) ?? { path: diagnostic.file.fileName, line };
+    const program = programOfFile.get(resolve(diagnostic.file.fileName));
+    const written = (program === undefined ? undefined : documentLineOf(program, line)) ?? {
+      path: diagnostic.file.fileName,
+      line,
+    };
     return { ...written, message };
   });
+}
+
+/**
+ * A type error as one line, its document named by its absolute path (`root` is the repository's), so that
+ * a terminal or editor opens it from wherever the check was run.
+ */
+export function typeErrorLine(root: string, { path, line, message }: TypeDiagnostic): string {
+  return path === '' ? message : `${resolve(root, path)}:${line}: ${message}`;
 }
