@@ -1,4 +1,4 @@
-import { closeSync, fchmodSync, fstatSync, openSync, rmSync, statSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type Database from 'better-sqlite3';
 import {
@@ -33,6 +33,7 @@ import {
 import { betterSqlite3 } from './drivers.js';
 import { type ChangeBatch, LocalWatchHub } from './local-watch.js';
 import { bootClockId, monotonicNow } from './sqlite-clock.js';
+import { databaseFileAt, type FileIdentity, fileAt, sameFile } from './sqlite-file.js';
 import { enterWalMode } from './sqlite-wal.js';
 import type {
   CommitOptions,
@@ -89,42 +90,6 @@ export interface CloseRemovingCreatedFileOptions {
 
 /** Discovery records name every worker's memory: by default only the file's owner reads them. */
 const defaultSqliteFileMode = 0o600;
-
-/** Which file a path names: the device and inode it had when looked at. */
-interface FileIdentity {
-  readonly dev: number;
-  readonly ino: number;
-}
-
-const sameFile = (a: FileIdentity | undefined, b: FileIdentity): boolean => a?.dev === b.dev && a.ino === b.ino;
-
-/** The file `path` names now, or undefined if it names none. */
-function fileAt(path: string): FileIdentity | undefined {
-  return statSync(path, { throwIfNoEntry: false });
-}
-
-/**
- * The file an opening starts from: created at `path` with exactly `mode` (a umask of 022 would otherwise
- * open a new file to every local user) unless it exists; SQLite then creates the side files with the same
- * bits. `created` says whether this call created it (another process may create it at the same time);
- * undefined if the file that existed was removed before it could be looked at.
- */
-function databaseFileAt(path: string, mode: number): { identity: FileIdentity; created: boolean } | undefined {
-  let fd: number;
-  try {
-    fd = openSync(path, 'wx', mode);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-    const identity = fileAt(path);
-    return identity === undefined ? undefined : { identity, created: false };
-  }
-  try {
-    fchmodSync(fd, mode);
-    return { identity: fstatSync(fd), created: true };
-  } finally {
-    closeSync(fd);
-  }
-}
 
 /** The tables of the discovery schema; a database holding others belongs to something else. */
 const discoveryTables = new Set(['meta', 'kv', 'leases', 'clock', 'events']);
